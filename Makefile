@@ -1,0 +1,39 @@
+# Entry points. Offline: setup, test, plan. Real account: up, destroy, benchmark, results.
+VENV   ?= .venv
+PYTHON ?= python3
+PY     := $(VENV)/bin/python
+STACK  ?=
+STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
+
+.PHONY: setup test plan plan-all up destroy benchmark results check-stack
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+test: setup
+	$(PY) -m pytest -q
+
+check-stack:
+	@test -n "$(STACK)" || { echo "set STACK=<name>; stacks: $(STACKS)"; exit 2; }
+
+plan: setup check-stack
+	$(PY) -m offline.plan --stack $(STACK)
+
+plan-all: setup
+	@for s in $(STACKS); do $(PY) -m offline.plan --stack $$s > /dev/null || exit $$?; echo "planned $$s"; done
+
+up: setup check-stack
+	pulumi up --stack $(STACK)
+
+destroy: setup check-stack
+	pulumi destroy --stack $(STACK)
+
+benchmark: setup check-stack
+	$(PY) -m tools.rerun_benchmark --stack $(STACK)
+
+results: setup check-stack
+	$(PY) -m tools.fetch_results --stack $(STACK)

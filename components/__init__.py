@@ -1,0 +1,1 @@
+"""One ComponentResource per concern; each file holds a component and its typed args."""

@@ -1,0 +1,71 @@
+"""The VPC: public subnets for NAT, private subnets (tagged for Karpenter) for every node."""
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+
+@dataclass(frozen=True)
+class NetworkArgs:
+    cluster_name: str
+    """Used in the discovery and ELB tags the subnets carry."""
+    cidr: str
+    """A /16; private subnets get a /19 each (pods take VPC addresses), public ones a /24."""
+    availability_zone_count: int
+
+
+class Network(pulumi.ComponentResource):
+    vpc_id: pulumi.Output[str]
+    private_subnet_ids: list[pulumi.Output[str]]
+    public_subnet_ids: list[pulumi.Output[str]]
+
+    def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sdtrn2:network:Network", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        block = ipaddress.ip_network(args.cidr)
+        public_cidrs = list(block.subnets(new_prefix=24))[: args.availability_zone_count]
+        private_cidrs = list(block.subnets(new_prefix=19))[1 : args.availability_zone_count + 1]
+        zones = aws.get_availability_zones_output(state="available", opts=pulumi.InvokeOutputOptions(parent=self))
+
+        vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.cidr, enable_dns_hostnames=True, enable_dns_support=True,
+                          tags={"Name": args.cluster_name}, opts=child)
+        gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": args.cluster_name}, opts=child)
+        public_routes = aws.ec2.RouteTable(f"{name}-public", vpc_id=vpc.id,
+                                           routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}],
+                                           tags={"Name": f"{args.cluster_name}-public"}, opts=child)
+        public_subnets = []
+        for index, cidr in enumerate(public_cidrs):
+            subnet = aws.ec2.Subnet(f"{name}-public-{index}", vpc_id=vpc.id, cidr_block=str(cidr),
+                                    availability_zone=zones.names[index], map_public_ip_on_launch=False,
+                                    tags={"Name": f"{args.cluster_name}-public-{index}", "kubernetes.io/role/elb": "1"},
+                                    opts=child)
+            aws.ec2.RouteTableAssociation(f"{name}-public-{index}", subnet_id=subnet.id, route_table_id=public_routes.id, opts=child)
+            public_subnets.append(subnet)
+
+        # One NAT gateway: nodes only pull images and weights outbound, and an experiment
+        # cluster does not need to survive the loss of an AZ at three times the NAT cost.
+        nat_address = aws.ec2.Eip(f"{name}-nat", domain="vpc", tags={"Name": args.cluster_name}, opts=child)
+        nat = aws.ec2.NatGateway(f"{name}-nat", allocation_id=nat_address.id, subnet_id=public_subnets[0].id,
+                                 tags={"Name": args.cluster_name}, opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]))
+        private_routes = aws.ec2.RouteTable(f"{name}-private", vpc_id=vpc.id,
+                                            routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}],
+                                            tags={"Name": f"{args.cluster_name}-private"}, opts=child)
+        private_subnets = []
+        for index, cidr in enumerate(private_cidrs):
+            subnet = aws.ec2.Subnet(f"{name}-private-{index}", vpc_id=vpc.id, cidr_block=str(cidr),
+                                    availability_zone=zones.names[index],
+                                    tags={"Name": f"{args.cluster_name}-private-{index}",
+                                          "kubernetes.io/role/internal-elb": "1",
+                                          "karpenter.sh/discovery": args.cluster_name},
+                                    opts=child)
+            aws.ec2.RouteTableAssociation(f"{name}-private-{index}", subnet_id=subnet.id, route_table_id=private_routes.id, opts=child)
+            private_subnets.append(subnet)
+
+        self.vpc_id = vpc.id
+        self.private_subnet_ids = [s.id for s in private_subnets]
+        self.public_subnet_ids = [s.id for s in public_subnets]
+        self.register_outputs({"vpcId": self.vpc_id, "privateSubnetIds": self.private_subnet_ids,
+                               "publicSubnetIds": self.public_subnet_ids})

@@ -1,0 +1,1 @@
+"""Offline verification: run the Pulumi program against a recording engine (see engine.py)."""

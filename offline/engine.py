@@ -1,0 +1,310 @@
+"""Run the real Pulumi program in-process against a recording engine: no cloud, no CLI.
+
+Pulumi's mock runtime (pulumi.runtime.set_mocks, preview=False) stands in for the engine. A
+monitor subclass records every RegisterResource request exactly as the engine would receive it:
+type, name, parent, dependencies and the serialized inputs, with secrets redacted. A fake cloud
+answers with realistic, deterministic computed values (ARNs, ids, URLs).
+
+Both `make plan` (offline/plan.py) and the test suite go through `run_program`, so the tests
+see the same resources the plan prints.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import pulumi
+from google.protobuf import struct_pb2
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc
+from pulumi.runtime.settings import SETTINGS
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
+
+ACCOUNT_ID = "123456789012"
+SECRET_PLACEHOLDER = "[secret]"
+UNKNOWN_PLACEHOLDER = "[unknown]"
+
+
+@dataclass
+class RecordedResource:
+    urn: str
+    type: str
+    name: str
+    parent: str | None
+    custom: bool
+    inputs: dict[str, Any]
+    dependencies: list[str]
+    outputs: dict[str, Any] = field(default_factory=dict)
+    provider: str | None = None
+    """The provider reference ("<urn>::<id>") the engine would use for a custom resource."""
+
+    def as_plan_entry(self) -> dict[str, Any]:
+        return {
+            "urn": self.urn,
+            "type": self.type,
+            "name": self.name,
+            "parent": self.parent,
+            "inputs": self.inputs,
+            "dependencies": self.dependencies,
+        }
+
+
+@dataclass
+class Recording:
+    """Everything one run of the program registered, in registration order."""
+
+    resources: list[RecordedResource]
+    stack_outputs: dict[str, Any]
+
+    def of_type(self, type_token: str) -> list[RecordedResource]:
+        return [r for r in self.resources if r.type == type_token]
+
+    def one(self, type_token: str, name: str | None = None) -> RecordedResource:
+        matches = [r for r in self.of_type(type_token) if name is None or r.name == name]
+        if len(matches) != 1:
+            raise AssertionError(f"expected one {type_token} named {name!r}, found {[m.name for m in matches]}")
+        return matches[0]
+
+    def by_urn(self, urn: str) -> RecordedResource:
+        return next(r for r in self.resources if r.urn == urn)
+
+    def kubernetes_objects(self) -> list[RecordedResource]:
+        """Resources that are Kubernetes objects sent to the API server (not Helm releases)."""
+        return [
+            r
+            for r in self.resources
+            if r.type.startswith("kubernetes:") and r.custom and "apiVersion" in r.inputs and "kind" in r.inputs
+        ]
+
+    def depends_on(self, resource: RecordedResource, other: RecordedResource) -> bool:
+        """True when `resource` waits for `other`: directly, via an ancestor, or transitively.
+
+        Pulumi deletes in reverse dependency order, so this is also "deleted before".
+        """
+        seen: set[str] = set()
+        stack = [resource.urn]
+        while stack:
+            urn = stack.pop()
+            if urn in seen:
+                continue
+            seen.add(urn)
+            if urn == other.urn or urn in self._descendants(other.urn):
+                if urn != resource.urn:
+                    return True
+            node = self.by_urn(urn)
+            stack.extend(node.dependencies)
+            if node.parent:
+                stack.append(node.parent)
+        return False
+
+    def _descendants(self, urn: str) -> set[str]:
+        found = {urn}
+        changed = True
+        while changed:
+            changed = False
+            for r in self.resources:
+                if r.parent in found and r.urn not in found:
+                    found.add(r.urn)
+                    changed = True
+        return found
+
+
+def to_plain(value: Any, redact: bool = True) -> Any:
+    """A protobuf Value/Struct as the engine receives it, as JSON data.
+
+    Secrets become "[secret]" when `redact`, resource references their URN.
+    """
+    if isinstance(value, struct_pb2.Struct):
+        fields = dict(value.fields)
+        sig = fields.get(rpc._special_sig_key)
+        if sig is not None:
+            kind = sig.string_value
+            if kind == rpc._special_secret_sig:
+                return SECRET_PLACEHOLDER if redact else to_plain(fields["value"], redact)
+            if kind == rpc._special_resource_sig:
+                return {"resourceUrn": fields["urn"].string_value}
+            if kind == rpc._special_output_value_sig:
+                if redact and fields.get("secret") is not None and fields["secret"].bool_value:
+                    return SECRET_PLACEHOLDER
+                return to_plain(fields["value"], redact) if "value" in fields else UNKNOWN_PLACEHOLDER
+            if kind == rpc._special_asset_sig or kind == rpc._special_archive_sig:
+                return {k: to_plain(v, redact) for k, v in sorted(fields.items()) if k != rpc._special_sig_key}
+        return {k: to_plain(v, redact) for k, v in sorted(fields.items())}
+    if isinstance(value, struct_pb2.ListValue):
+        return [to_plain(v, redact) for v in value.values]
+    if isinstance(value, struct_pb2.Value):
+        which = value.WhichOneof("kind")
+        if which == "struct_value":
+            return to_plain(value.struct_value, redact)
+        if which == "list_value":
+            return to_plain(value.list_value, redact)
+        if which == "string_value":
+            return UNKNOWN_PLACEHOLDER if value.string_value == rpc.UNKNOWN else value.string_value
+        if which == "number_value":
+            number = value.number_value
+            return int(number) if number.is_integer() else number
+        if which == "bool_value":
+            return value.bool_value
+        return None
+    return value
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    """The mock engine, plus a faithful record of each registration request."""
+
+    def __init__(self, mocks: pulumi_mocks.Mocks):
+        super().__init__(mocks)
+        self.recorded: list[RecordedResource] = []
+        self.stack_outputs: dict[str, Any] = {}
+
+    def RegisterResource(self, request):
+        # MockMonitor's own RegisterResource rehydrates resource references into Resource
+        # objects on another event loop, which breaks components that take resources as
+        # inputs (eks.ManagedNodeGroup(cluster=...)). The fake cloud only needs plain data.
+        urn = self.make_urn(request.parent, request.type, request.name)
+        if request.type == "pulumi:pulumi:Stack":
+            return resource_pb2.RegisterResourceResponse(urn=urn)
+        _ensure_event_loop()
+        resource_id, state = self.mocks.new_resource(
+            pulumi.runtime.MockResourceArgs(
+                typ=request.type,
+                name=request.name,
+                inputs=to_plain(request.object, redact=False),
+                provider=request.provider,
+                resource_id=request.importId,
+                custom=request.custom or False,
+            )
+        )
+        response_state = _sync_await(rpc.serialize_properties(state, {}))
+        self.resources[urn] = pulumi_mocks.MockMonitor.ResourceRegistration(urn, resource_id, state)
+        self.recorded.append(
+            RecordedResource(
+                urn=urn,
+                type=request.type,
+                name=request.name,
+                parent=request.parent or None,
+                custom=bool(request.custom),
+                inputs=to_plain(request.object),
+                dependencies=sorted(set(request.dependencies)),
+                outputs=state,
+                provider=request.provider or None,
+            )
+        )
+        return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=response_state)
+
+    def RegisterResourceOutputs(self, request):
+        if request.urn.endswith(f"pulumi:pulumi:Stack::{pulumi.get_project()}-{pulumi.get_stack()}"):
+            self.stack_outputs = to_plain(request.outputs)
+        return super().RegisterResourceOutputs(request)
+
+
+def _fake_id(*parts: str, length: int = 17) -> str:
+    return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
+
+
+class FakeAws(pulumi.runtime.Mocks):
+    """Computed values a real `pulumi up` would get back, fake but shaped like the real ones."""
+
+    def __init__(self, region: str):
+        self.region = region
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        token, name, inputs = args.typ, args.name, dict(args.inputs)
+        digest = _fake_id(token, name)
+        outputs: dict[str, Any] = dict(inputs)
+        resource_id = f"{name}-{digest[:8]}"
+        if token.startswith("aws:"):
+            module, _, kind = token.split(":")[1].partition("/")
+            physical = inputs.get("name") or inputs.get("bucket") or f"{name}-{digest[:7]}"
+            prefixes = {"ec2/vpc": "vpc", "ec2/subnet": "subnet", "ec2/securityGroup": "sg", "ec2/internetGateway": "igw",
+                        "ec2/natGateway": "nat", "ec2/eip": "eipalloc", "ec2/routeTable": "rtb"}
+            if f"{module}/{kind}" in prefixes:
+                resource_id = f"{prefixes[f'{module}/{kind}']}-{digest}"
+            elif module == "s3":
+                resource_id = inputs.get("bucket", physical)
+            else:
+                resource_id = physical
+            outputs.setdefault("arn", f"arn:aws:{module}:{self.region}:{ACCOUNT_ID}:{kind}/{resource_id}")
+            outputs.setdefault("name", physical)
+            outputs["id"] = resource_id
+            if module == "s3" and kind == "bucket":
+                outputs["arn"] = f"arn:aws:s3:::{physical}"
+                outputs["bucketRegionalDomainName"] = f"{physical}.s3.{self.region}.amazonaws.com"
+            if module == "iam" and kind in ("role", "policy"):
+                outputs["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:{'policy' if kind == 'policy' else 'role'}/{physical}"
+            if module == "sqs":
+                outputs["arn"] = f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{physical}"
+                outputs["url"] = f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT_ID}/{physical}"
+            if module == "cloudwatch" and kind == "eventRule":
+                outputs["arn"] = f"arn:aws:events:{self.region}:{ACCOUNT_ID}:rule/{physical}"
+            if module == "cloudwatch" and kind == "dashboard":
+                outputs["dashboardArn"] = f"arn:aws:cloudwatch::{ACCOUNT_ID}:dashboard/{inputs.get('dashboardName', physical)}"
+        elif token == "eks:index:Cluster":
+            cluster = inputs.get("name", name)
+            oidc = f"oidc.eks.{self.region}.amazonaws.com/id/{_fake_id(cluster, length=32).upper()}"
+            outputs.update(
+                kubeconfigJson=json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster, "cluster": {"server": f"https://{_fake_id(cluster, length=32).upper()}.gr7.{self.region}.eks.amazonaws.com"}}]}),
+                oidcProviderArn=f"arn:aws:iam::{ACCOUNT_ID}:oidc-provider/{oidc}",
+                oidcProviderUrl=oidc,
+                oidcIssuer=f"https://{oidc}",
+                clusterSecurityGroupId=f"sg-{_fake_id(cluster, 'cluster')}",
+                nodeSecurityGroupId=f"sg-{_fake_id(cluster, 'node')}",
+            )
+            resource_id = cluster
+        elif token.startswith("kubernetes:"):
+            metadata = inputs.get("metadata") or {}
+            resource_id = "/".join(p for p in (metadata.get("namespace"), metadata.get("name") or name) if p)
+        return resource_id, outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
+            names = [f"{self.region}{suffix}" for suffix in "abcd"]
+            return {"names": names, "zoneIds": [f"usw2-az{i}" for i in range(1, 5)], "id": self.region}, []
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {"accountId": ACCOUNT_ID, "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/offline-plan", "userId": "AIDAOFFLINE", "id": ACCOUNT_ID}, []
+        if args.token == "aws:index/getPartition:getPartition":
+            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
+        if args.token == "aws:eks/getCluster:getCluster":
+            cluster = args.args["name"]
+            return {"name": cluster, "id": cluster, "vpcConfig": {"clusterSecurityGroupId": f"sg-{_fake_id(cluster, 'eks-managed')}"}}, []
+        if args.token == "aws:index/getRegion:getRegion":
+            return {"name": self.region, "region": self.region, "id": self.region}, []
+        return {}, []
+
+
+def run_program(project: str, stack: str, config: dict[str, Any], secret_keys: list[str], program: Callable[[], None]) -> Recording:
+    """Run `program` (the Pulumi program's entry function) under the recording engine.
+
+    `config` maps "project:key" / "aws:region" to values as Pulumi passes them (strings;
+    structured values JSON-encoded).
+    """
+    region = str(config.get("aws:region", "us-west-2"))
+    fake_cloud = FakeAws(region)
+    monitor = RecordingMonitor(fake_cloud)
+    pulumi.runtime.set_mocks(fake_cloud, project=project, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_all_config(
+        {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}, secret_keys
+    )
+    SETTINGS.rpc_manager.clear()
+    SETTINGS.outputs.clear()
+    _sync_await(run_pulumi_func(program))
+    root = pulumi.runtime.get_root_resource()
+    exported = {}
+    if root is not None and getattr(root, "outputs", None):
+        exported = _sync_await(_resolve_exports(root.outputs))
+    return Recording(resources=list(monitor.recorded), stack_outputs=exported)
+
+
+async def _resolve_exports(outputs: dict[str, Any]) -> dict[str, Any]:
+    resolved = {}
+    for key, value in sorted(outputs.items()):
+        output = pulumi.Output.from_input(value)
+        if await output.is_secret():
+            resolved[key] = SECRET_PLACEHOLDER
+        else:
+            resolved[key] = await output.future()
+    return resolved

@@ -1,0 +1,88 @@
+"""`make plan STACK=<name>`: what `pulumi up` would create, without AWS, network or the CLI.
+
+Writes build/plan/<stack>/resources.json and manifests/*.yaml and prints a summary. Exits 2
+with the full list of config problems when the stack file is invalid.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+from stackconfig import ConfigError, StackSpec
+
+from .engine import Recording
+from .stacks import ROOT, load_stack, run_stack, stack_names
+
+
+def write_plan(recording: Recording, out_dir: Path) -> None:
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    manifests = out_dir / "manifests"
+    manifests.mkdir(parents=True)
+    entries = sorted((r.as_plan_entry() for r in recording.resources), key=lambda e: e["urn"])
+    (out_dir / "resources.json").write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
+    for resource in recording.kubernetes_objects():
+        manifest = {k: resource.inputs[k] for k in sorted(resource.inputs)}
+        metadata = manifest.get("metadata", {})
+        scope = metadata.get("namespace", "cluster")
+        filename = f"{manifest['kind']}-{scope}-{metadata.get('name', resource.name)}.yaml".lower()
+        (manifests / filename).write_text(yaml.safe_dump(manifest, sort_keys=False, width=120))
+
+
+def summary(spec: StackSpec, recording: Recording, notes: list[str]) -> str:
+    lines = [f"Plan for stack {spec.stack} (project {spec.project}, cluster {spec.cluster_name})", ""]
+    lines.append("Derived sizes:")
+    shape = spec.capacity.shape
+    lines.append(f"  instance type      {spec.capacity.instance_type} ({shape.neuron_devices} devices, {spec.capacity.capacity_type})")
+    lines.append(f"  trn2 nodes         {spec.node_count} (all {len(spec.variants)} variants served at once)")
+    lines.append(f"  device groups      {', '.join(str(s) for s in spec.device_group_sizes)} device(s)")
+    for v in spec.variants:
+        extra = f" vs {v.baseline}, draft {v.draft}, k={v.num_speculative_tokens}" if v.is_speculative else ""
+        lines.append(f"  variant {v.name:<11}{v.role:<9} {v.target}  devices {v.devices}  TP {v.tensor_parallel_size}  "
+                     f"LNC {v.serving.logical_neuron_cores}{extra}")
+        lines.append(f"    artifacts        {v.artifact_path}")
+        if v.is_speculative and v.draft_max_model_len and v.draft_max_model_len < v.serving.max_model_len:
+            lines.append(f"    note             draft compiled for {v.draft_max_model_len} tokens < maxModelLen "
+                         f"{v.serving.max_model_len}: longer requests fail on this variant")
+    components = [r for r in recording.resources if r.type.startswith("sdtrn2:")]
+    lines += ["", f"Components ({len(components)}):"]
+    lines += [f"  {r.type:<40} {r.name}" for r in sorted(components, key=lambda r: (r.type, r.name))]
+    counts = Counter(r.type for r in recording.resources)
+    lines += ["", f"Resources by type ({len(recording.resources)} in all):"]
+    lines += [f"  {count:>4}  {type_}" for type_, count in sorted(counts.items())]
+    lines += ["", f"Kubernetes manifests: {len(recording.kubernetes_objects())}"]
+    lines += ["", "Stack outputs:"] + [f"  {k}: {v}" for k, v in recording.stack_outputs.items()]
+    if notes:
+        lines += ["", "Notes:"] + [f"  - {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--stack", required=True, help=f"one of: {', '.join(stack_names())}")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "plan")
+    args = parser.parse_args(argv)
+    try:
+        stack_input = load_stack(args.stack)
+        spec = stack_input.spec()
+    except FileNotFoundError as error:
+        print(error, file=sys.stderr)
+        return 2
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return 2
+    recording = run_stack(stack_input)
+    write_plan(recording, args.out / args.stack)
+    print(summary(spec, recording, stack_input.notes))
+    print(f"\nWrote {(args.out / args.stack).relative_to(ROOT) if (args.out / args.stack).is_relative_to(ROOT) else args.out / args.stack}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

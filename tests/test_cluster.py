@@ -1,0 +1,58 @@
+"""The network and EKS cluster every stack gets."""
+import ipaddress
+import json
+
+
+def test_cluster_version_auth_and_oidc(recording, spec):
+    cluster = recording.one("eks:index:Cluster")
+    inputs = cluster.inputs
+    assert inputs["name"] == spec.cluster_name
+    assert tuple(int(p) for p in inputs["version"].split(".")) >= (1, 34)
+    assert inputs["authenticationMode"] == "API"
+    assert inputs["createOidcProvider"] is True
+    assert inputs["skipDefaultNodeGroup"] is True
+    assert inputs["nodeAssociatePublicIpAddress"] is False
+    for addon in ("corednsAddonOptions", "kubeProxyAddonOptions"):
+        assert inputs[addon]["version"].startswith("v"), addon
+    assert inputs["vpcCniOptions"]["addonVersion"].startswith("v")
+
+
+def test_system_node_group_is_on_demand_with_two_nodes(recording):
+    group = recording.one("eks:index:ManagedNodeGroup")
+    assert group.inputs["capacityType"] == "ON_DEMAND"
+    assert group.inputs["scalingConfig"]["minSize"] >= 2
+    assert group.inputs["cluster"]["resourceUrn"] == recording.one("eks:index:Cluster").urn
+
+
+def test_private_subnets_span_two_zones_and_carry_discovery_tags(recording, spec):
+    private = [r for r in recording.of_type("aws:ec2/subnet:Subnet") if "private" in r.name]
+    assert len(private) >= 2
+    assert len({s.inputs["availabilityZone"] for s in private}) == len(private)
+    for subnet in private:
+        assert subnet.inputs["tags"]["karpenter.sh/discovery"] == spec.cluster_name
+        assert ipaddress.ip_network(subnet.inputs["cidrBlock"]).subnet_of(ipaddress.ip_network(spec.cluster.vpc_cidr))
+    tag = recording.one("aws:ec2/tag:Tag")
+    assert (tag.inputs["key"], tag.inputs["value"]) == ("karpenter.sh/discovery", spec.cluster_name)
+
+
+def test_every_aws_resource_goes_through_the_tagging_provider(recording, spec):
+    provider = recording.one("pulumi:providers:aws")
+    default_tags = json.loads(provider.inputs["defaultTags"])["tags"]
+    assert default_tags["stack"] == spec.stack and default_tags["project"] == spec.project
+    aws_resources = [r for r in recording.resources if r.custom and r.type.startswith("aws:")]
+    assert aws_resources
+    for resource in aws_resources:
+        assert resource.provider and resource.provider.startswith(provider.urn + "::"), resource.urn
+
+
+def test_children_are_parented_to_their_component(recording):
+    for resource in recording.resources:
+        if resource.type.startswith(("aws:", "eks:", "kubernetes:")) and not resource.type.startswith("pulumi:providers"):
+            assert resource.parent and "sdtrn2:" in resource.parent, resource.urn
+
+
+def test_stack_outputs(recording, spec):
+    outputs = recording.stack_outputs
+    assert outputs["clusterName"] == spec.cluster_name
+    assert outputs["kubeconfig"] == "[secret]"
+    assert outputs["region"] == "us-west-2"

@@ -1,0 +1,140 @@
+"""Invalid config stops the program with one message naming every bad key."""
+from __future__ import annotations
+
+import copy
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from offline.stacks import PROJECT, load_stack
+from stackconfig import ConfigError, parse_stack_config
+
+BASE = load_stack("qwen3-32b-qwen3-1.7b").project_values()
+LLAMA = load_stack("llama3.1-8b-llama3.2-1b").project_values()
+
+
+def problems_for(values: dict, stack: str = "test") -> dict[str, str]:
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(PROJECT, stack, values)
+    return dict(caught.value.problems)
+
+
+def edited(base: dict, path: str, value) -> dict:
+    """A deep copy of `base` with the dotted/indexed `path` set (None deletes)."""
+    values = copy.deepcopy(base)
+    node = values
+    parts = path.replace("]", "").replace("[", ".").split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
+    last = parts[-1]
+    if value is None:
+        node.pop(int(last) if last.isdigit() else last)
+    elif last.isdigit():
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return values
+
+
+@pytest.mark.parametrize(
+    "path, value, bad_key, words",
+    [
+        ("serving.maxModelLenn", 1024, "serving.maxModelLenn", "unknown key"),
+        ("servng", {}, "servng", "unknown key"),
+        ("variants.1.numSpecTokens", 7, "variants[1].numSpecTokens", "unknown key"),
+        ("serving.tensorParallelSize", 64, "serving.tensorParallelSize", "devicesPerVariant x (8 / logicalNeuronCores)"),
+        ("serving.devicesPerVariant", 12, "serving.devicesPerVariant", "not one of 1, 4, 8, 16"),
+        ("serving.logicalNeuronCores", 4, "serving.logicalNeuronCores", "not one of 1, 2"),
+        ("variants.1.numSpeculativeTokens", 16, "variants[1].numSpeculativeTokens", "outside 1..15"),
+        ("variants.1.numSpeculativeTokens", 0, "variants[1].numSpeculativeTokens", "outside 1..15"),
+        ("variants.0.numSpeculativeTokens", 7, "variants[0].numSpeculativeTokens", "only allowed on an sd variant"),
+        ("variants.1.draft", "meta-llama/Llama-3.2-1B", "variants[1].draft", "shared tokenizer"),
+        ("benchmark.outputTokens", 1000, "benchmark.outputTokens", "exceeds serving.maxModelLen"),
+        ("variants.1.draftMaxModelLen", 600, "variants[1].draftMaxModelLen", "smaller than the longest benchmark sequence"),
+        ("cluster.kubernetesVersion", "1.33", "cluster.kubernetesVersion", "below 1.34"),
+        ("capacity.reservationIds", ["cr-0123456789abcdef0"], "capacity.capacityType", 'must be "reserved"'),
+        ("capacity.capacityType", "reserved", "capacity.reservationIds", "required"),
+        ("capacity.amiAlias", "al2023@latest", "capacity.amiAlias", "pinned"),
+        ("serving.target", "Qwen/Qwen9-1T", "serving.target", "not a known model"),
+        ("variants.1.role", "turbo", "variants[1].role", "not one of baseline, sd"),
+        ("variants.1.baseline", "nope", "variants[1].baseline", "not a baseline variant"),
+        ("variants.1.name", "base", "variants", "used more than once"),
+        ("variants.1.name", "Not_DNS", "variants[1].name", "DNS label"),
+        ("benchmark.metricsNamespace", "AWS/Mine", "benchmark.metricsNamespace", "AWS/"),
+        ("benchmark.concurrency", 8, "benchmark.concurrency", "exceeds serving.maxNumSeqs"),
+        ("serving.maxNumSeqs", "four", "serving.maxNumSeqs", "must be an integer"),
+        ("variants.1.draft", None, "variants[1].draft", "required on an sd variant"),
+    ],
+)
+def test_each_rule_names_the_key(path, value, bad_key, words):
+    problems = problems_for(edited(BASE, path, value))
+    assert bad_key in problems, problems
+    assert words in problems[bad_key]
+
+
+def test_device_count_a_node_cannot_hold():
+    values = edited(edited(BASE, "capacity.instanceType", "trn2.3xlarge"), "serving.devicesPerVariant", 8)
+    problems = problems_for(values)
+    assert "do not fit on a trn2.3xlarge" in problems["serving.devicesPerVariant"]
+
+
+def test_all_problems_are_reported_together():
+    values = edited(edited(edited(BASE, "serving.devicesPerVariant", 3), "cluster.kubernetesVersion", "1.30"), "bogus", 1)
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(PROJECT, "test", values)
+    keys = [key for key, _ in caught.value.problems]
+    assert {"serving.devicesPerVariant", "cluster.kubernetesVersion", "bogus"} <= set(keys)
+    message = str(caught.value)
+    assert message.startswith("Stack 'test' has") and all(k in message for k in keys)
+
+
+def test_gated_models_need_a_token_and_open_ones_do_not():
+    problems = problems_for({k: v for k, v in LLAMA.items() if k != "huggingFaceToken"})
+    assert "meta-llama/Llama-3.1-8B" in problems["huggingFaceToken"]
+    parse_stack_config(PROJECT, "test", {k: v for k, v in BASE.items() if k != "huggingFaceToken"})
+
+
+def test_fp8_needs_prepared_weights():
+    values = load_stack("llama3.1-405b-llama3.2-1b").project_values()
+    problems = problems_for(edited(values, "variants.1.weightsPath", None))
+    assert "rescaled" in problems["variants[1].weightsPath"]
+
+
+def test_a_valid_stack_parses():
+    spec = parse_stack_config(PROJECT, "test", BASE)
+    assert spec.node_count == 1
+
+
+# Property-based: any single corruption of a valid config is reported against the key that was
+# corrupted, as a ConfigError, never as another exception.
+LEAF_PATHS = [
+    "cluster.kubernetesVersion", "cluster.systemNodeCount", "capacity.instanceType", "capacity.capacityType",
+    "capacity.rootVolumeGiB", "serving.target", "serving.devicesPerVariant", "serving.logicalNeuronCores",
+    "serving.maxNumSeqs", "serving.maxModelLen", "variants[1].numSpeculativeTokens", "variants[1].draft",
+    "variants[0].role", "benchmark.inputTokens", "benchmark.concurrency", "modelStore.retainOnDestroy",
+]
+junk = st.one_of(
+    st.text(max_size=8), st.integers(min_value=-10**6, max_value=10**6), st.booleans(),
+    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(LEAF_PATHS), value=junk)
+def test_random_bad_values_name_their_key(path, value):
+    values = edited(BASE, path.replace("[", ".").replace("]", ""), value)
+    try:
+        parse_stack_config(PROJECT, "test", values)
+    except ConfigError as error:
+        keys = [key for key, _ in error.problems]
+        section = path.split(".")[0].split("[")[0]
+        assert any(key == path or key.startswith(section) for key in keys), (path, value, keys)
+    # Some junk is valid (e.g. another allowed integer); that must parse, not crash.
+
+
+@settings(max_examples=100, deadline=None)
+@given(key=st.text(alphabet="abcdefghijklmnopqrstuvwxyzXYZ_", min_size=1, max_size=12).filter(lambda k: k not in BASE and k not in {"cluster", "capacity", "serving", "variants", "benchmark", "modelStore", "tags", "huggingFaceToken"}))
+def test_random_unknown_top_level_keys_are_rejected_by_name(key):
+    problems = problems_for({**BASE, key: "x"})
+    assert "unknown key" in problems[key]

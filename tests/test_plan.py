@@ -1,0 +1,51 @@
+"""`make plan`: files, determinism, redaction and the exit code on bad config."""
+import json
+import subprocess
+import sys
+
+import yaml
+
+from offline import plan
+from offline.stacks import ROOT, STACKS_DIR
+
+
+def run_plan(tmp_path, stack):
+    return plan.main(["--stack", stack, "--out", str(tmp_path)])
+
+
+def test_plan_writes_resources_and_is_deterministic(tmp_path, capsys):
+    stack = "llama3.1-8b-llama3.2-1b"
+    assert run_plan(tmp_path / "a", stack) == 0
+    assert run_plan(tmp_path / "b", stack) == 0
+    first = (tmp_path / "a" / stack / "resources.json").read_bytes()
+    assert first == (tmp_path / "b" / stack / "resources.json").read_bytes()
+    entries = json.loads(first)
+    assert entries and all(set(e) == {"urn", "type", "name", "parent", "inputs", "dependencies"} for e in entries)
+    out = capsys.readouterr().out
+    assert "trn2 nodes" in out and "TP 4" in out and "placeholder" in out
+    for manifest in (tmp_path / "a" / stack / "manifests").glob("*.yaml"):
+        assert manifest.read_bytes() == (tmp_path / "b" / stack / "manifests" / manifest.name).read_bytes()
+
+
+def test_secrets_never_reach_the_plan(tmp_path, capsys):
+    stack = "llama3.1-8b-llama3.2-1b"
+    assert run_plan(tmp_path, stack) == 0
+    everything = capsys.readouterr().out + "".join(p.read_text() for p in (tmp_path / stack).rglob("*") if p.is_file())
+    assert "hf_offline_plan_placeholder" not in everything
+    assert "[secret]" in everything
+
+
+def test_bad_stack_file_exits_2_with_every_problem(tmp_path):
+    bad = STACKS_DIR / "Pulumi.zz-broken-test.yaml"
+    config = yaml.safe_load((STACKS_DIR / "Pulumi.qwen3-32b-qwen3-1.7b.yaml").read_text())
+    config["config"]["sd-trn2:serving"]["devicesPerVariant"] = 3
+    config["config"]["sd-trn2:serving"]["maxNumSeqz"] = 4
+    bad.write_text(yaml.safe_dump(config))
+    try:
+        result = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", "zz-broken-test", "--out", str(tmp_path)],
+                                cwd=ROOT, capture_output=True, text=True, timeout=120)
+    finally:
+        bad.unlink()
+    assert result.returncode == 2, result.stderr
+    assert "serving.devicesPerVariant" in result.stderr and "serving.maxNumSeqz" in result.stderr
+    assert "Traceback" not in result.stderr
