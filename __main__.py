@@ -2,8 +2,11 @@
 import pulumi
 import pulumi_aws as aws
 
-from components.cluster import Cluster, ClusterArgs
+from components.cluster import SYSTEM_NODE_LABEL, Cluster, ClusterArgs
+from components.karpenter import Karpenter, KarpenterArgs
 from components.network import Network, NetworkArgs
+from components.neuron_dra import NeuronDra, NeuronDraArgs
+from components.trn2_nodes import Trn2Nodes, Trn2NodesArgs
 from stackconfig import parse_stack_config
 from stackconfig.source import project_config
 
@@ -28,7 +31,37 @@ cluster = Cluster("cluster", ClusterArgs(
     tags=tags,
 ), opts=with_aws)
 
+karpenter = Karpenter("karpenter", KarpenterArgs(
+    cluster_name=spec.cluster_name,
+    region=region,
+    oidc_provider_arn=cluster.oidc_provider_arn,
+    oidc_provider_url=cluster.oidc_provider_url,
+    system_node_selector=SYSTEM_NODE_LABEL,
+    provider=cluster.provider,
+    cluster_ready=cluster.ready,
+    tags=tags,
+), opts=with_aws)
+trn2 = Trn2Nodes("trn2", Trn2NodesArgs(
+    cluster_name=spec.cluster_name,
+    node_role_name=karpenter.node_role_name,
+    capacity=spec.capacity,
+    node_count=spec.node_count,
+    tags=tags,
+    provider=cluster.provider,
+    karpenter=karpenter.release,
+))
+neuron = NeuronDra("neuron-dra", NeuronDraArgs(
+    device_group_sizes=spec.device_group_sizes,
+    instance_type=spec.capacity.instance_type,
+    logical_neuron_cores=spec.serving.logical_neuron_cores,
+    workload_namespace=cluster.workload_namespace,
+    provider=cluster.provider,
+    cluster_ready=cluster.ready,
+))
+
 pulumi.export("region", region)
 pulumi.export("clusterName", cluster.name)
 pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("oidcProviderArn", cluster.oidc_provider_arn)
+pulumi.export("trn2Nodes", spec.node_count)
+pulumi.export("claimTemplates", {str(k): v for k, v in neuron.claim_templates.items()})

@@ -2,7 +2,6 @@
 and the Kubernetes provider every later component deploys through."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import pulumi
@@ -10,33 +9,11 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from .iam import ec2_node_role
 from .versions import EKS_ADDON_VERSIONS
 
-NODE_MANAGED_POLICIES = (
-    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
-    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
-    "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
-)
 SYSTEM_NODE_LABEL = {"sd-trn2/node-role": "system"}
-
-
-def ec2_node_role(name: str, parent: pulumi.Resource, tags: dict[str, str] | None = None) -> aws.iam.Role:
-    """An instance role with the four policies every EKS node needs (FACTS.md, Karpenter)."""
-    role = aws.iam.Role(
-        name,
-        assume_role_policy=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Sid": "Ec2AssumesNodeRole", "Effect": "Allow",
-                           "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
-        }),
-        tags=tags,
-        opts=pulumi.ResourceOptions(parent=parent),
-    )
-    for policy_arn in NODE_MANAGED_POLICIES:
-        aws.iam.RolePolicyAttachment(f"{name}-{policy_arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=policy_arn,
-                                     opts=pulumi.ResourceOptions(parent=role))
-    return role
+WORKLOAD_NAMESPACE = "inference"
 
 
 @dataclass(frozen=True)
@@ -58,6 +35,8 @@ class Cluster(pulumi.ComponentResource):
     oidc_provider_url: pulumi.Output[str]
     cluster_security_group_id: pulumi.Output[str]
     provider: k8s.Provider
+    workload_namespace: pulumi.Output[str]
+    """Namespace of the vLLM servers, their claims and the benchmark."""
     ready: list[pulumi.Resource]
     """What Kubernetes workloads must wait for: the control plane and nodes to run them on."""
 
@@ -117,5 +96,8 @@ class Cluster(pulumi.ComponentResource):
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
                                      opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]))
         self.ready = [cluster, system_nodes]
+        namespace = k8s.core.v1.Namespace(f"{name}-workloads", metadata={"name": WORKLOAD_NAMESPACE},
+                                          opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=self.ready))
+        self.workload_namespace = namespace.metadata.name
         self.register_outputs({"clusterName": self.name, "kubeconfig": self.kubeconfig,
                                "oidcProviderArn": self.oidc_provider_arn})

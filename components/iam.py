@@ -66,3 +66,29 @@ class IrsaRole(pulumi.ComponentResource):
         self.arn = role.arn
         self.name = role.name
         self.register_outputs({"arn": self.arn})
+
+
+NODE_MANAGED_POLICIES = (
+    "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+    "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+    "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+)
+
+
+def ec2_node_role(name: str, parent: pulumi.Resource, tags: dict[str, str] | None = None) -> aws.iam.Role:
+    """An instance role with the four policies every EKS node needs (FACTS.md, Karpenter)."""
+    role = aws.iam.Role(
+        name,
+        assume_role_policy=json.dumps({
+            "Version": "2012-10-17",
+            "Statement": [{"Sid": "Ec2AssumesNodeRole", "Effect": "Allow",
+                           "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+        }),
+        tags=tags,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    for policy_arn in NODE_MANAGED_POLICIES:
+        aws.iam.RolePolicyAttachment(f"{name}-{policy_arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=policy_arn,
+                                     opts=pulumi.ResourceOptions(parent=role))
+    return role

@@ -81,24 +81,26 @@ class Recording:
         ]
 
     def depends_on(self, resource: RecordedResource, other: RecordedResource) -> bool:
-        """True when `resource` waits for `other`: directly, via an ancestor, or transitively.
+        """True when `resource` waits for `other`, directly or transitively, through dependency
+        edges or parents. Depending on a component means waiting for all its children.
 
-        Pulumi deletes in reverse dependency order, so this is also "deleted before".
+        Pulumi deletes in reverse dependency order, so this also means "deleted before".
         """
+        targets = self._descendants(other.urn)
+        known = {r.urn: r for r in self.resources}
         seen: set[str] = set()
-        stack = [resource.urn]
-        while stack:
-            urn = stack.pop()
-            if urn in seen:
+        pending = list(known[resource.urn].dependencies) + ([resource.parent] if resource.parent else [])
+        while pending:
+            urn = pending.pop()
+            if urn in seen or urn not in known:
                 continue
+            if urn in targets:
+                return True
             seen.add(urn)
-            if urn == other.urn or urn in self._descendants(other.urn):
-                if urn != resource.urn:
-                    return True
-            node = self.by_urn(urn)
-            stack.extend(node.dependencies)
+            node = known[urn]
+            pending.extend(node.dependencies)
             if node.parent:
-                stack.append(node.parent)
+                pending.append(node.parent)
         return False
 
     def _descendants(self, urn: str) -> set[str]:

@@ -1,0 +1,82 @@
+"""Karpenter: controller IAM (IRSA), node role and access entry, interruption queue, Helm release."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from .iam import IrsaRole, IrsaRoleArgs, ec2_node_role
+from .interruption_queue import InterruptionQueue, InterruptionQueueArgs
+from .karpenter_policy import controller_policy
+from .versions import KARPENTER_CHART, KARPENTER_VERSION
+
+# A fixed release name keeps the service account name ("karpenter") stable: an autonamed
+# release gets a random suffix that would break the IRSA trust condition (FACTS.md).
+RELEASE_NAME = "karpenter"
+NAMESPACE = "kube-system"
+
+
+@dataclass(frozen=True)
+class KarpenterArgs:
+    cluster_name: str
+    region: str
+    oidc_provider_arn: pulumi.Input[str]
+    oidc_provider_url: pulumi.Input[str]
+    system_node_selector: dict[str, str]
+    """Keeps the controller on the on-demand system nodes, never on nodes it manages."""
+    provider: k8s.Provider
+    cluster_ready: list[pulumi.Resource]
+    tags: dict[str, str]
+
+
+class Karpenter(pulumi.ComponentResource):
+    node_role_name: pulumi.Output[str]
+    release: k8s.helm.v3.Release
+
+    def __init__(self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sdtrn2:karpenter:Karpenter", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        identity = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
+
+        node_role = ec2_node_role(f"{name}-node", self, args.tags)
+        access = aws.eks.AccessEntry(f"{name}-node", cluster_name=args.cluster_name, principal_arn=node_role.arn,
+                                     type="EC2_LINUX", opts=pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready))
+        queue = InterruptionQueue(f"{name}-interruption", InterruptionQueueArgs(queue_name=args.cluster_name), opts=child)
+        controller = IrsaRole(f"{name}-controller", IrsaRoleArgs(
+            oidc_provider_arn=args.oidc_provider_arn,
+            oidc_provider_url=args.oidc_provider_url,
+            namespace=NAMESPACE,
+            service_account=RELEASE_NAME,
+            policy=pulumi.Output.all(identity.account_id, partition.partition, node_role.arn, queue.arn).apply(
+                lambda v: controller_policy(cluster_name=args.cluster_name, region=args.region, account_id=v[0],
+                                            partition=v[1], node_role_arn=v[2], queue_arn=v[3])),
+            tags=args.tags,
+        ), opts=child)
+
+        self.release = k8s.helm.v3.Release(
+            name,
+            name=RELEASE_NAME,
+            namespace=NAMESPACE,
+            chart=KARPENTER_CHART,
+            version=KARPENTER_VERSION,
+            values={
+                "settings": {
+                    "clusterName": args.cluster_name,
+                    "interruptionQueue": queue.name,
+                    # Static NodePools (spec.replicas) are how trn2 nodes come up at all: Karpenter
+                    # does not provision for pods with DRA claims (FACTS.md, "Karpenter and DRA").
+                    "featureGates": {"staticCapacity": True},
+                },
+                "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": controller.arn}},
+                "nodeSelector": args.system_node_selector,
+                "controller": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}},
+            },
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
+                                        depends_on=[*args.cluster_ready, access, controller, queue]),
+        )
+        self.node_role_name = node_role.name
+        self.register_outputs({"nodeRoleName": self.node_role_name, "interruptionQueue": queue.name,
+                               "controllerRoleArn": controller.arn})

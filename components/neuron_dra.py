@@ -1,0 +1,99 @@
+"""The Neuron DRA driver and the ResourceClaimTemplates that carve trn2 nodes into device groups."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from .trn2_nodes import NEURON_TOLERATION
+from .versions import NEURON_HELM_CHART, NEURON_HELM_CHART_VERSION
+
+DRA_NAMESPACE = "neuron-dra-driver"
+DEVICE_CLASS = "neuron.aws.com"
+CLAIM_REQUEST = "neurons"
+
+
+def claim_template_name(devices: int) -> str:
+    return f"neuron-{devices}-device{'s' if devices > 1 else ''}"
+
+
+def claim_template_spec(devices: int, instance_type: str, logical_neuron_cores: int) -> dict:
+    """resource.k8s.io/v1 claim for `devices` connected Neuron devices (FACTS.md, Neuron DRA)."""
+    return {
+        "spec": {
+            "devices": {
+                "requests": [{
+                    "name": CLAIM_REQUEST,
+                    "exactly": {
+                        "deviceClassName": DEVICE_CLASS,
+                        "allocationMode": "ExactCount",
+                        "count": devices,
+                        "selectors": [{"cel": {"expression": f"device.attributes['{DEVICE_CLASS}'].instanceType == '{instance_type}'"}}],
+                    },
+                }],
+                # Devices of one group share a devicegroupN_id: the allocation is contiguous,
+                # which tensor-parallel collectives need.
+                "constraints": [{"requests": [CLAIM_REQUEST], "matchAttribute": f"resource.aws.com/devicegroup{devices}_id"}],
+                "config": [{
+                    "requests": [CLAIM_REQUEST],
+                    "opaque": {
+                        "driver": DEVICE_CLASS,
+                        "parameters": {"apiVersion": "neuron.aws.com/v1", "kind": "NeuronConfig",
+                                       "logicalNeuronCore": logical_neuron_cores},
+                    },
+                }],
+            }
+        }
+    }
+
+
+@dataclass(frozen=True)
+class NeuronDraArgs:
+    device_group_sizes: tuple[int, ...]
+    instance_type: str
+    logical_neuron_cores: int
+    workload_namespace: pulumi.Input[str]
+    provider: k8s.Provider
+    cluster_ready: list[pulumi.Resource]
+
+
+class NeuronDra(pulumi.ComponentResource):
+    claim_templates: dict[int, str]
+    """Device-group size -> ResourceClaimTemplate name."""
+    resources: list[pulumi.Resource]
+    """What a pod claiming devices must wait for (and be deleted before)."""
+
+    def __init__(self, name: str, args: NeuronDraArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sdtrn2:neuron:NeuronDra", name, None, opts)
+        release = k8s.helm.v3.Release(
+            name,
+            name="neuron-dra-driver",
+            namespace=DRA_NAMESPACE,
+            create_namespace=True,
+            chart=NEURON_HELM_CHART,
+            version=NEURON_HELM_CHART_VERSION,
+            values={
+                "draDriver": {"enabled": True, "tolerations": [NEURON_TOLERATION]},
+                # The device plugin defaults to on; beside the DRA driver it would hand the same
+                # devices out twice (FACTS.md).
+                "devicePlugin": {"enabled": False},
+                "scheduler": {"enabled": False},
+                "npd": {"enabled": False},
+            },
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.cluster_ready),
+        )
+        self.claim_templates = {}
+        self.resources = [release]
+        for devices in args.device_group_sizes:
+            template_name = claim_template_name(devices)
+            template = k8s.resource.v1.ResourceClaimTemplate(
+                f"{name}-{template_name}",
+                metadata={"name": template_name, "namespace": args.workload_namespace,
+                          "labels": {"sd-trn2/devices": str(devices)}},
+                spec=claim_template_spec(devices, args.instance_type, args.logical_neuron_cores),
+                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[release]),
+            )
+            self.claim_templates[devices] = template_name
+            self.resources.append(template)
+        self.register_outputs({"claimTemplates": {str(k): v for k, v in self.claim_templates.items()}})

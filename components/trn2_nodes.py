@@ -1,0 +1,98 @@
+"""The trn2 EC2NodeClass and a static NodePool sized to serve every variant at once."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from stackconfig.model import CapacitySettings
+
+NEURON_TAINT = {"key": "aws.amazon.com/neuron", "effect": "NoSchedule"}
+NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
+TRN2_NODE_LABEL = {"sd-trn2/node-role": "trn2"}
+
+
+def ec2_node_class_spec(cluster_name: str, node_role_name: str, capacity: CapacitySettings, tags: dict[str, str]) -> dict:
+    discovery = {"tags": {"karpenter.sh/discovery": cluster_name}}
+    spec = {
+        "role": node_role_name,
+        # Pinned: @latest rolls nodes onto new AMIs and, here, loses the weight cache and compiled graphs.
+        "amiSelectorTerms": [{"alias": capacity.ami_alias}],
+        "subnetSelectorTerms": [discovery],
+        "securityGroupSelectorTerms": [discovery],
+        # Weights (up to ~810 GB) and the Neuron image live on the local NVMe, striped.
+        "instanceStorePolicy": "RAID0",
+        "blockDeviceMappings": [{
+            "deviceName": "/dev/xvda",
+            "ebs": {"volumeSize": f"{capacity.root_volume_gib}Gi", "volumeType": "gp3", "encrypted": True,
+                    "deleteOnTermination": True},
+        }],
+        "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled",
+                            "httpPutResponseHopLimit": 1, "httpTokens": "required"},
+        # A sweep after destroy finds anything Karpenter launched by these tags.
+        "tags": {**tags, "karpenter.sh/discovery": cluster_name},
+    }
+    if capacity.reservation_ids:
+        spec["capacityReservationSelectorTerms"] = [{"id": rid} for rid in capacity.reservation_ids]
+    return spec
+
+
+def node_pool_spec(node_class_name: str, capacity: CapacitySettings, node_count: int) -> dict:
+    return {
+        # Static capacity: Karpenter keeps exactly this many nodes, whatever the pods ask for.
+        "replicas": node_count,
+        "template": {
+            "metadata": {"labels": TRN2_NODE_LABEL},
+            "spec": {
+                "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class_name},
+                "requirements": [
+                    {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [capacity.instance_type]},
+                    {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity.capacity_type]},
+                ],
+                "taints": [NEURON_TAINT],
+                # Replacing a node throws away its weight cache; nodes live as long as the stack.
+                "expireAfter": "Never",
+            },
+        },
+        "limits": {"nodes": node_count},
+        "disruption": {"consolidateAfter": "Never"},
+    }
+
+
+@dataclass(frozen=True)
+class Trn2NodesArgs:
+    cluster_name: str
+    node_role_name: pulumi.Input[str]
+    capacity: CapacitySettings
+    node_count: int
+    tags: dict[str, str]
+    provider: k8s.Provider
+    karpenter: pulumi.Resource
+    """The Karpenter release: installs the CRDs, and must outlive these objects on destroy so
+    its finalizers can terminate the instances."""
+
+
+class Trn2Nodes(pulumi.ComponentResource):
+    node_pool: k8s.apiextensions.CustomResource
+
+    def __init__(self, name: str, args: Trn2NodesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sdtrn2:capacity:Trn2Nodes", name, None, opts)
+        node_class = k8s.apiextensions.CustomResource(
+            f"{name}-nodeclass",
+            api_version="karpenter.k8s.aws/v1",
+            kind="EC2NodeClass",
+            metadata={"name": name},
+            spec=pulumi.Output.from_input(args.node_role_name).apply(
+                lambda role: ec2_node_class_spec(args.cluster_name, role, args.capacity, args.tags)),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.karpenter]),
+        )
+        self.node_pool = k8s.apiextensions.CustomResource(
+            f"{name}-nodepool",
+            api_version="karpenter.sh/v1",
+            kind="NodePool",
+            metadata={"name": name},
+            spec=node_pool_spec(name, args.capacity, args.node_count),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.karpenter, node_class]),
+        )
+        self.register_outputs({"nodePool": name, "nodes": args.node_count})

@@ -1,0 +1,42 @@
+"""Small readers over a Recording, shared by the component tests."""
+from __future__ import annotations
+
+import json
+
+from offline.engine import Recording, RecordedResource
+
+
+def child(recording: Recording, parent: RecordedResource, type_token: str) -> RecordedResource:
+    matches = [r for r in recording.of_type(type_token) if r.parent == parent.urn]
+    assert len(matches) == 1, (parent.urn, type_token, [m.name for m in matches])
+    return matches[0]
+
+
+def irsa_documents(recording: Recording, role_component_name: str) -> tuple[dict, dict]:
+    """(trust policy, inline policy) of an IrsaRole component."""
+    component = recording.one("sdtrn2:iam:IrsaRole", role_component_name)
+    role = child(recording, component, "aws:iam/role:Role")
+    policy = child(recording, component, "aws:iam/rolePolicy:RolePolicy")
+    return json.loads(role.inputs["assumeRolePolicy"]), json.loads(policy.inputs["policy"])
+
+
+def assert_least_privilege(policy: dict) -> int:
+    """No wildcard actions; a "*" resource only on read calls or with a condition. Returns the
+    number of statements checked, so callers can assert the loop ran."""
+    statements = policy["Statement"]
+    for statement in statements:
+        assert statement.get("Sid"), statement
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+        for action in actions:
+            assert "*" not in action, (statement["Sid"], action)
+        read_only = all(a.split(":")[1].startswith(("Describe", "Get", "List")) for a in actions)
+        if "*" in resources and statement["Effect"] == "Allow" and not read_only:
+            assert statement.get("Condition"), statement["Sid"]
+    return len(statements)
+
+
+def trust_condition(trust: dict) -> dict:
+    (statement,) = trust["Statement"]
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    return statement["Condition"]["StringEquals"]

@@ -1,0 +1,164 @@
+"""Karpenter, the static trn2 NodePool, the Neuron DRA driver and its claim templates."""
+import json
+
+import pytest
+
+from offline.stacks import load_stack, run_stack
+from stackconfig import ConfigError
+
+from .helpers import assert_least_privilege, child, irsa_documents, trust_condition
+
+
+def test_karpenter_controller_trust_is_pinned_to_its_service_account(recording):
+    trust, _ = irsa_documents(recording, "karpenter-controller")
+    condition = trust_condition(trust)
+    subs = [v for k, v in condition.items() if k.endswith(":sub")]
+    auds = [v for k, v in condition.items() if k.endswith(":aud")]
+    assert subs == ["system:serviceaccount:kube-system:karpenter"] and auds == ["sts.amazonaws.com"]
+
+
+def test_karpenter_controller_policy_is_scoped(recording, spec):
+    _, policy = irsa_documents(recording, "karpenter-controller")
+    assert assert_least_privilege(policy) >= 15
+    by_sid = {s["Sid"]: s for s in policy["Statement"]}
+    node_role = recording.one("aws:iam/role:Role", "karpenter-node")
+    queue = recording.one("aws:sqs/queue:Queue")
+    assert by_sid["AllowPassingInstanceRole"]["Resource"] == node_role.outputs["arn"]
+    assert by_sid["AllowPassingInstanceRole"]["Condition"]["StringEquals"]["iam:PassedToService"] == "ec2.amazonaws.com"
+    assert by_sid["AllowInterruptionQueueActions"]["Resource"] == queue.outputs["arn"]
+    owned = f"aws:ResourceTag/kubernetes.io/cluster/{spec.cluster_name}"
+    for sid in ("AllowScopedDeletion", "AllowScopedEC2LaunchTemplateAccessActions", "AllowScopedInstanceProfileActions"):
+        assert by_sid[sid]["Condition"]["StringEquals"][owned] == "owned", sid
+    assert by_sid["AllowRegionalReadActions"]["Condition"]["StringEquals"]["aws:RequestedRegion"] == "us-west-2"
+    assert by_sid["AllowAPIServerEndpointDiscovery"]["Resource"].endswith(f":cluster/{spec.cluster_name}")
+    actions = {a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    for needed in ("ec2:RunInstances", "ec2:CreateFleet", "ec2:CreateLaunchTemplate", "ec2:TerminateInstances",
+                   "ec2:DeleteLaunchTemplate", "ec2:DescribeInstanceTypes", "ssm:GetParameter", "pricing:GetProducts",
+                   "iam:PassRole", "iam:CreateInstanceProfile", "iam:TagInstanceProfile", "iam:AddRoleToInstanceProfile",
+                   "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile", "iam:GetInstanceProfile",
+                   "sqs:ReceiveMessage", "eks:DescribeCluster"):
+        assert needed in actions, needed
+
+
+def test_node_role_has_the_four_policies_and_an_ec2_linux_access_entry(recording):
+    role = recording.one("aws:iam/role:Role", "karpenter-node")
+    attached = sorted(r.inputs["policyArn"].rsplit("/", 1)[-1] for r in recording.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r.parent == role.urn)
+    assert attached == ["AmazonEC2ContainerRegistryPullOnly", "AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonSSMManagedInstanceCore"]
+    entry = recording.one("aws:eks/accessEntry:AccessEntry")
+    assert entry.inputs["type"] == "EC2_LINUX" and entry.inputs["principalArn"] == role.outputs["arn"]
+
+
+def test_interruption_queue_is_encrypted_tls_only_and_fed_by_eventbridge(recording):
+    queue = recording.one("aws:sqs/queue:Queue")
+    assert queue.inputs["messageRetentionSeconds"] == 300 and queue.inputs["sqsManagedSseEnabled"] is True
+    policy = json.loads(recording.one("aws:sqs/queuePolicy:QueuePolicy").inputs["policy"])
+    deny = next(s for s in policy["Statement"] if s["Effect"] == "Deny")
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    rules = recording.of_type("aws:cloudwatch/eventRule:EventRule")
+    detail_types = {json.loads(r.inputs["eventPattern"])["detail-type"][0] for r in rules}
+    assert {"AWS Health Event", "EC2 Spot Instance Interruption Warning", "EC2 Instance Rebalance Recommendation",
+            "EC2 Instance State-change Notification", "EC2 Capacity Reservation Instance Interruption Warning"} == detail_types
+    targets = recording.of_type("aws:cloudwatch/eventTarget:EventTarget")
+    assert len(targets) == len(rules) and all(t.inputs["arn"] == queue.outputs["arn"] for t in targets)
+
+
+def test_karpenter_helm_values(recording, spec):
+    release = recording.one("kubernetes:helm.sh/v3:Release", "karpenter")
+    inputs = release.inputs
+    assert (inputs["name"], inputs["namespace"], inputs["version"]) == ("karpenter", "kube-system", "1.14.1")
+    assert inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter"
+    values = inputs["values"]
+    assert values["settings"]["clusterName"] == spec.cluster_name
+    assert values["settings"]["interruptionQueue"] == spec.cluster_name
+    assert values["settings"]["featureGates"]["staticCapacity"] is True
+    _, _ = irsa_documents(recording, "karpenter-controller")
+    role = child(recording, recording.one("sdtrn2:iam:IrsaRole", "karpenter-controller"), "aws:iam/role:Role")
+    assert values["serviceAccount"]["annotations"]["eks.amazonaws.com/role-arn"] == role.outputs["arn"]
+    assert values["nodeSelector"] == {"sd-trn2/node-role": "system"}
+    assert values["controller"]["resources"]["requests"] == {"cpu": "1", "memory": "1Gi"}
+
+
+def test_static_node_pool_sized_from_the_variants(recording, spec):
+    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs["spec"]
+    assert pool["replicas"] == spec.node_count == pool["limits"]["nodes"]
+    assert pool["limits"] == {"nodes": spec.node_count}
+    template = pool["template"]["spec"]
+    assert {"key": "aws.amazon.com/neuron", "effect": "NoSchedule"} in template["taints"]
+    requirements = {r["key"]: r["values"] for r in template["requirements"]}
+    assert requirements["node.kubernetes.io/instance-type"] == [spec.capacity.instance_type]
+    assert requirements["karpenter.sh/capacity-type"] == ["on-demand"]
+
+
+def test_ec2_node_class(recording, spec):
+    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs["spec"]
+    (alias,) = node_class["amiSelectorTerms"]
+    assert alias["alias"].startswith("al2023@v") and "latest" not in alias["alias"]
+    assert node_class["instanceStorePolicy"] == "RAID0"
+    (root,) = node_class["blockDeviceMappings"]
+    assert root["ebs"]["encrypted"] is True and int(root["ebs"]["volumeSize"].rstrip("Gi")) >= 100
+    assert node_class["metadataOptions"]["httpTokens"] == "required"
+    discovery = [{"tags": {"karpenter.sh/discovery": spec.cluster_name}}]
+    assert node_class["subnetSelectorTerms"] == discovery == node_class["securityGroupSelectorTerms"]
+    assert node_class["tags"]["stack"] == spec.stack
+    assert node_class["role"] == recording.one("aws:iam/role:Role", "karpenter-node").outputs["name"]
+    assert "capacityReservationSelectorTerms" not in node_class
+
+
+def test_capacity_reservations_flow_into_node_class_and_pool():
+    stack_input = load_stack("qwen3-32b-qwen3-1.7b", {"sd-trn2:capacity": {"capacityType": "reserved", "reservationIds": ["cr-0abc123def4567890"]}})
+    recording = run_stack(stack_input)
+    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs["spec"]
+    assert node_class["capacityReservationSelectorTerms"] == [{"id": "cr-0abc123def4567890"}]
+    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs["spec"]
+    assert {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"]} in pool["template"]["spec"]["requirements"]
+
+
+@pytest.mark.parametrize("overrides, key", [
+    ({"sd-trn2:capacity": {"reservationIds": ["cr-0abc123def4567890"]}}, "capacity.capacityType"),
+    ({"sd-trn2:capacity": {"instanceType": "trn2.3xlarge"}}, "serving.devicesPerVariant"),
+])
+def test_invalid_capacity_settings_fail_clearly(overrides, key):
+    with pytest.raises(ConfigError) as caught:
+        load_stack("qwen3-32b-qwen3-1.7b", overrides).spec()
+    assert key in dict(caught.value.problems)
+
+
+def test_neuron_dra_driver_release(recording):
+    release = recording.one("kubernetes:helm.sh/v3:Release", "neuron-dra")
+    inputs = release.inputs
+    assert inputs["namespace"] == "neuron-dra-driver" and inputs["chart"] == "oci://public.ecr.aws/neuron/neuron-helm-chart"
+    assert inputs["version"] and inputs["version"][0].isdigit()
+    values = inputs["values"]
+    assert values["draDriver"]["enabled"] is True and values["devicePlugin"]["enabled"] is False
+    assert {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"} in values["draDriver"]["tolerations"]
+
+
+def test_one_claim_template_per_device_group_size(recording, spec):
+    templates = recording.of_type("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate")
+    assert sorted(t.inputs["metadata"]["name"] for t in templates) == sorted(
+        f"neuron-{n}-device{'s' if n > 1 else ''}" for n in spec.device_group_sizes)
+    for template in templates:
+        devices = int(template.inputs["metadata"]["labels"]["sd-trn2/devices"])
+        claim = template.inputs["spec"]["spec"]["devices"]
+        (request,) = claim["requests"]
+        assert request["exactly"] == {
+            "deviceClassName": "neuron.aws.com", "allocationMode": "ExactCount", "count": devices,
+            "selectors": [{"cel": {"expression": f"device.attributes['neuron.aws.com'].instanceType == '{spec.capacity.instance_type}'"}}],
+        }
+        assert claim["constraints"] == [{"requests": [request["name"]], "matchAttribute": f"resource.aws.com/devicegroup{devices}_id"}]
+        (config,) = claim["config"]
+        assert config["opaque"]["parameters"]["logicalNeuronCore"] == spec.serving.logical_neuron_cores
+        assert config["opaque"]["driver"] == "neuron.aws.com"
+
+
+def test_destroy_order_nodepool_before_karpenter_before_cluster(recording):
+    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool")
+    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+    karpenter = recording.one("kubernetes:helm.sh/v3:Release", "karpenter")
+    cluster = recording.one("eks:index:Cluster")
+    system_nodes = recording.one("eks:index:ManagedNodeGroup")
+    # Pulumi deletes dependents first: pool, then class, then Karpenter, then the cluster.
+    assert karpenter.urn in pool.dependencies and node_class.urn in pool.dependencies
+    assert karpenter.urn in node_class.dependencies
+    assert cluster.urn in karpenter.dependencies and system_nodes.urn in karpenter.dependencies
+    assert not recording.depends_on(karpenter, pool)
