@@ -4,11 +4,14 @@ import pulumi_aws as aws
 
 from components.cluster import SYSTEM_NODE_LABEL, Cluster, ClusterArgs
 from components.karpenter import Karpenter, KarpenterArgs
+from components.model_access import ModelAccess, ModelAccessArgs
+from components.model_store import ModelStore, ModelStoreArgs
 from components.network import Network, NetworkArgs
 from components.neuron_dra import NeuronDra, NeuronDraArgs
+from components.serving import Serving, ServingArgs
 from components.trn2_nodes import Trn2Nodes, Trn2NodesArgs
-from stackconfig import parse_stack_config
-from stackconfig.source import project_config
+from stackconfig import HUGGING_FACE_TOKEN_KEY, parse_stack_config
+from stackconfig.source import hugging_face_token, project_config
 
 project, stack = pulumi.get_project(), pulumi.get_stack()
 spec = parse_stack_config(project, stack, project_config(project))
@@ -58,6 +61,29 @@ neuron = NeuronDra("neuron-dra", NeuronDraArgs(
     provider=cluster.provider,
     cluster_ready=cluster.ready,
 ))
+model_store = ModelStore("model-store", ModelStoreArgs(
+    cluster_name=spec.cluster_name,
+    region=region,
+    retain_on_destroy=spec.retain_model_store,
+    oidc_provider_arn=cluster.oidc_provider_arn,
+    oidc_provider_url=cluster.oidc_provider_url,
+    workload_namespace=cluster.workload_namespace,
+    provider=cluster.provider,
+    cluster_ready=cluster.ready,
+    tags=tags,
+), opts=with_aws)
+token = hugging_face_token(project, HUGGING_FACE_TOKEN_KEY)
+model_access = None if token is None else ModelAccess("model-access", ModelAccessArgs(
+    token=token, namespace=cluster.workload_namespace, provider=cluster.provider))
+serving = Serving("serving", ServingArgs(
+    spec=spec,
+    namespace=cluster.workload_namespace,
+    claim_templates=neuron.claim_templates,
+    model_store_claim=model_store.claim_name,
+    token_secret=model_access.secret_name if model_access else None,
+    provider=cluster.provider,
+    depends_on=[trn2.node_pool, *neuron.resources, *model_store.resources, *([model_access.secret] if model_access else [])],
+))
 
 pulumi.export("region", region)
 pulumi.export("clusterName", cluster.name)
@@ -65,3 +91,7 @@ pulumi.export("kubeconfig", cluster.kubeconfig)
 pulumi.export("oidcProviderArn", cluster.oidc_provider_arn)
 pulumi.export("trn2Nodes", spec.node_count)
 pulumi.export("claimTemplates", {str(k): v for k, v in neuron.claim_templates.items()})
+pulumi.export("modelBucket", model_store.bucket_name)
+pulumi.export("endpoints", serving.endpoints)
+pulumi.export("artifactPrefixes", {
+    v.name: pulumi.Output.concat("s3://", model_store.bucket_name, "/", v.artifact_path, "/") for v in spec.variants})

@@ -115,6 +115,15 @@ class Recording:
         return found
 
 
+def redacted(value: Any) -> Any:
+    """Hide every value but keep the shape (a Secret's stringData keys stay visible)."""
+    if isinstance(value, dict):
+        return {k: redacted(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [redacted(v) for v in value]
+    return SECRET_PLACEHOLDER
+
+
 def to_plain(value: Any, redact: bool = True) -> Any:
     """A protobuf Value/Struct as the engine receives it, as JSON data.
 
@@ -126,7 +135,7 @@ def to_plain(value: Any, redact: bool = True) -> Any:
         if sig is not None:
             kind = sig.string_value
             if kind == rpc._special_secret_sig:
-                return SECRET_PLACEHOLDER if redact else to_plain(fields["value"], redact)
+                return redacted(to_plain(fields["value"], False)) if redact else to_plain(fields["value"], False)
             if kind == rpc._special_resource_sig:
                 return {"resourceUrn": fields["urn"].string_value}
             if kind == rpc._special_output_value_sig:
@@ -221,7 +230,8 @@ class FakeAws(pulumi.runtime.Mocks):
         resource_id = f"{name}-{digest[:8]}"
         if token.startswith("aws:"):
             module, _, kind = token.split(":")[1].partition("/")
-            physical = inputs.get("name") or inputs.get("bucket") or f"{name}-{digest[:7]}"
+            physical = (inputs.get("name") or inputs.get("bucket")
+                        or (inputs["bucketPrefix"] + digest[:12] if "bucketPrefix" in inputs else f"{name}-{digest[:7]}"))
             prefixes = {"ec2/vpc": "vpc", "ec2/subnet": "subnet", "ec2/securityGroup": "sg", "ec2/internetGateway": "igw",
                         "ec2/natGateway": "nat", "ec2/eip": "eipalloc", "ec2/routeTable": "rtb"}
             if f"{module}/{kind}" in prefixes:

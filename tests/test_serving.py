@@ -1,0 +1,183 @@
+"""Model store, model access and the vLLM servers of every stack."""
+import json
+
+import pytest
+
+from offline.stacks import load_stack, run_stack
+
+from .helpers import assert_least_privilege, irsa_documents, trust_condition
+from .test_stacks import EXPECTED
+
+
+def deployments(recording):
+    return {d.inputs["metadata"]["labels"]["sd-trn2/variant"]: d for d in recording.of_type("kubernetes:apps/v1:Deployment")}
+
+
+def container(deployment):
+    (only,) = deployment.inputs["spec"]["template"]["spec"]["containers"]
+    return only
+
+
+def flag(args, name):
+    return args[args.index(name) + 1]
+
+
+def test_one_deployment_and_service_per_variant(recording, spec):
+    assert sorted(deployments(recording)) == sorted(v.name for v in spec.variants)
+    services = recording.of_type("kubernetes:core/v1:Service")
+    assert sorted(s.inputs["metadata"]["name"] for s in services) == sorted(f"vllm-{v.name}" for v in spec.variants)
+    for service in services:
+        assert service.inputs["spec"]["type"] == "ClusterIP"
+
+
+def test_vllm_arguments_match_the_stack_table(recording, spec, stack):
+    target, draft, devices, tp, seqs, max_len, tokens, _ = EXPECTED[stack]
+    checked = 0
+    for name, deployment in deployments(recording).items():
+        variant = spec.variant(name)
+        args = container(deployment)["args"]
+        assert args[0] == "serve"
+        assert (flag(args, "--tensor-parallel-size"), flag(args, "--max-num-seqs"), flag(args, "--max-model-len")) == (str(tp), str(seqs), str(max_len))
+        assert flag(args, "--served-model-name") == variant.target
+        neuron = json.loads(flag(args, "--override-neuron-config"))
+        assert neuron["save_sharded_checkpoint"] is True
+        if variant.is_speculative:
+            speculative = json.loads(flag(args, "--speculative-config"))
+            assert speculative["model"] == draft and speculative["num_speculative_tokens"] == tokens
+            assert speculative["max_model_len"] >= spec.benchmark.input_tokens + spec.benchmark.output_tokens
+            assert neuron["enable_fused_speculation"] is True
+        else:
+            assert "--speculative-config" not in args and "enable_fused_speculation" not in neuron
+            assert args[1] == target
+        checked += 1
+    assert checked == len(spec.variants) >= 2
+
+
+def test_neuron_environment_and_artifact_paths(recording, spec):
+    paths = set()
+    for name, deployment in deployments(recording).items():
+        variant = spec.variant(name)
+        env = {e["name"]: e.get("value") for e in container(deployment)["env"]}
+        assert env["VLLM_NEURON_FRAMEWORK"] == "neuronx-distributed-inference"
+        assert env["ARTIFACT_DIR"] == f"/var/mdl/{variant.artifact_path}"
+        assert env["NEURON_COMPILED_ARTIFACTS"].endswith(variant.artifact_path)
+        assert deployment.inputs["metadata"]["annotations"]["sd-trn2/artifacts"] == variant.artifact_path
+        paths.add(env["ARTIFACT_DIR"])
+    assert len(paths) == len(spec.variants)
+
+
+def test_fp8_variant_reads_prepared_weights():
+    spec = load_stack("llama3.1-405b-llama3.2-1b").spec()
+    recording = run_stack(load_stack("llama3.1-405b-llama3.2-1b"))
+    sd = container(deployments(recording)["sd-fp8"])
+    env = {e["name"]: e.get("value") for e in sd["env"]}
+    assert env["WEIGHTS_STORE"] == f"/var/mdl/{spec.variant('sd-fp8').weights_path}"
+    assert sd["args"][1] == env["WEIGHTS_DIR"]
+    assert env["XLA_HANDLE_SPECIAL_SCALAR"] == env["UNSAFE_FP8FNCAST"] == "1"
+    base = {e["name"] for e in container(deployments(recording)["base-bf16"])["env"]}
+    assert "WEIGHTS_STORE" not in base and "UNSAFE_FP8FNCAST" not in base
+
+
+def test_claims_tolerations_probes_and_shm(recording, spec):
+    for name, deployment in deployments(recording).items():
+        variant = spec.variant(name)
+        pod = deployment.inputs["spec"]["template"]["spec"]
+        (claim,) = pod["resourceClaims"]
+        assert claim["resourceClaimTemplateName"] == f"neuron-{variant.devices}-device{'s' if variant.devices > 1 else ''}"
+        assert container(deployment)["resources"]["claims"] == [{"name": claim["name"]}]
+        assert {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+        c = container(deployment)
+        for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+            assert c[probe]["httpGet"]["path"] == "/health"
+        startup = c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"]
+        assert startup >= (4.5 * 3600 if "32B" in variant.target or "405B" in variant.target else 3 * 3600)
+        assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
+        assert deployment.inputs["spec"]["strategy"] == {"type": "Recreate"} and deployment.inputs["spec"]["replicas"] == 1
+        assert deployment.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+def test_variants_fit_the_nodes_they_share(recording, spec):
+    from stackconfig.catalog import INSTANCE_SHAPES
+    from stackconfig.model import pack_device_groups
+
+    shape = INSTANCE_SHAPES[spec.capacity.instance_type]
+    per_device_cpu = []
+    for deployment in deployments(recording).values():
+        requests = container(deployment)["resources"]["requests"]
+        devices = spec.variant(deployment.inputs["metadata"]["labels"]["sd-trn2/variant"]).devices
+        per_device_cpu.append(int(requests["cpu"]) / devices)
+        assert int(requests["memory"].rstrip("Gi")) / devices <= shape.memory_gib / shape.neuron_devices
+    # Any node of the packing holds at most neuron_devices devices, so CPU fits if per-device CPU does.
+    assert max(per_device_cpu) * shape.neuron_devices <= shape.vcpus
+    assert len(pack_device_groups([v.devices for v in spec.variants], shape.neuron_devices)) == spec.node_count
+
+
+def test_model_bucket_is_private_encrypted_and_tls_only(recording):
+    bucket = recording.one("aws:s3/bucket:Bucket")
+    assert bucket.inputs["forceDestroy"] is True
+    block = recording.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
+    assert all(block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
+    assert recording.one("aws:s3/bucketOwnershipControls:BucketOwnershipControls").inputs["rule"]["objectOwnership"] == "BucketOwnerEnforced"
+    sse = recording.one("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration").inputs
+    assert sse["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "AES256"
+    (deny,) = json.loads(recording.one("aws:s3/bucketPolicy:BucketPolicy").inputs["policy"])["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_retained_model_store_is_not_force_destroyed():
+    recording = run_stack(load_stack("qwen3-32b-qwen3-1.7b", {"sd-trn2:modelStore": {"retainOnDestroy": True}}))
+    assert recording.one("aws:s3/bucket:Bucket").inputs["forceDestroy"] is False
+
+
+def test_csi_driver_role_is_scoped_to_the_bucket(recording):
+    trust, policy = irsa_documents(recording, "model-store-csi")
+    assert "system:serviceaccount:kube-system:s3-csi-driver-sa" in trust_condition(trust).values()
+    assert assert_least_privilege(policy) == 2
+    bucket_arn = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
+    resources = {json.dumps(s["Resource"]) for s in policy["Statement"]}
+    assert resources == {json.dumps(bucket_arn), json.dumps(f"{bucket_arn}/*")}
+    actions = sorted(a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
+    assert actions == ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListBucket", "s3:PutObject"]
+    addon = recording.one("aws:eks/addon:Addon")
+    assert addon.inputs["addonName"] == "aws-mountpoint-s3-csi-driver" and addon.inputs["addonVersion"].startswith("v")
+    role = recording.one("aws:iam/role:Role", "model-store-csi")
+    assert addon.inputs["serviceAccountRoleArn"] == role.outputs["arn"]
+
+
+def test_static_volume_and_claim(recording):
+    bucket = recording.one("aws:s3/bucket:Bucket").outputs["id"]
+    pv = recording.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]
+    assert pv["csi"]["driver"] == "s3.csi.aws.com" and pv["csi"]["volumeAttributes"]["bucketName"] == bucket
+    assert bucket in pv["csi"]["volumeHandle"]
+    assert {"region us-west-2", "allow-delete", "allow-overwrite"} <= set(pv["mountOptions"])
+    assert pv["storageClassName"] == "" and pv["accessModes"] == ["ReadWriteMany"]
+    pvc = recording.one("kubernetes:core/v1:PersistentVolumeClaim").inputs
+    assert pvc["spec"]["volumeName"] == recording.one("kubernetes:core/v1:PersistentVolume").inputs["metadata"]["name"]
+
+
+def test_token_secret_only_where_needed_and_referenced_not_inlined(recording, spec):
+    secrets = recording.of_type("kubernetes:core/v1:Secret")
+    if not spec.requires_hugging_face_token:
+        assert secrets == []
+        return
+    (secret,) = secrets
+    assert secret.inputs["stringData"] == {"token": "[secret]"}
+    for deployment in deployments(recording).values():
+        (token,) = [e for e in container(deployment)["env"] if e["name"] == "HF_TOKEN"]
+        assert token["valueFrom"]["secretKeyRef"]["name"] == secret.inputs["metadata"]["name"]
+
+
+def test_servers_are_deleted_before_capacity_and_storage(recording):
+    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool")
+    pvc = recording.one("kubernetes:core/v1:PersistentVolumeClaim")
+    templates = recording.of_type("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate")
+    for deployment in recording.of_type("kubernetes:apps/v1:Deployment"):
+        assert pool.urn in deployment.dependencies and pvc.urn in deployment.dependencies
+        assert all(t.urn in deployment.dependencies for t in templates)
+
+
+def test_stack_outputs_per_variant(recording, spec):
+    outputs = recording.stack_outputs
+    for variant in spec.variants:
+        assert outputs["endpoints"][variant.name] == f"http://vllm-{variant.name}.inference.svc.cluster.local:8000/v1"
+        assert outputs["artifactPrefixes"][variant.name] == f"s3://{outputs['modelBucket']}/{variant.artifact_path}/"
