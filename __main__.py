@@ -2,6 +2,7 @@
 import pulumi
 import pulumi_aws as aws
 
+from components.benchmark import Benchmark, BenchmarkArgs
 from components.cluster import SYSTEM_NODE_LABEL, Cluster, ClusterArgs
 from components.karpenter import Karpenter, KarpenterArgs
 from components.model_access import ModelAccess, ModelAccessArgs
@@ -84,6 +85,20 @@ serving = Serving("serving", ServingArgs(
     provider=cluster.provider,
     depends_on=[trn2.node_pool, *neuron.resources, *model_store.resources, *([model_access.secret] if model_access else [])],
 ))
+benchmark = Benchmark("benchmark", BenchmarkArgs(
+    spec=spec,
+    region=region,
+    namespace=cluster.workload_namespace,
+    endpoints=serving.endpoints,
+    bucket_name=model_store.bucket_name,
+    bucket_arn=model_store.bucket_arn,
+    oidc_provider_arn=cluster.oidc_provider_arn,
+    oidc_provider_url=cluster.oidc_provider_url,
+    node_selector=SYSTEM_NODE_LABEL,
+    provider=cluster.provider,
+    depends_on=[serving],
+    tags=tags,
+), opts=with_aws)
 
 pulumi.export("region", region)
 pulumi.export("clusterName", cluster.name)
@@ -95,3 +110,5 @@ pulumi.export("modelBucket", model_store.bucket_name)
 pulumi.export("endpoints", serving.endpoints)
 pulumi.export("artifactPrefixes", {
     v.name: pulumi.Output.concat("s3://", model_store.bucket_name, "/", v.artifact_path, "/") for v in spec.variants})
+pulumi.export("dashboardUrl", benchmark.dashboard_url)
+pulumi.export("resultsPrefix", benchmark.results_prefix)

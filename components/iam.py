@@ -27,10 +27,10 @@ class IrsaRoleArgs:
     oidc_provider_arn: pulumi.Input[str]
     oidc_provider_url: pulumi.Input[str]
     """Issuer host and path without https://, as IAM condition keys spell it."""
-    namespace: str
+    namespace: pulumi.Input[str]
     service_account: str
-    policy: dict[str, Any]
-    """Inline policy document (may contain Outputs)."""
+    policy: Any
+    """Inline policy document (a dict, or an Output of one)."""
     tags: dict[str, str] | None = None
 
 
@@ -42,7 +42,7 @@ class IrsaRole(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: IrsaRoleArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:iam:IrsaRole", name, None, opts)
-        trust = pulumi.Output.all(args.oidc_provider_arn, args.oidc_provider_url).apply(
+        trust = pulumi.Output.all(args.oidc_provider_arn, args.oidc_provider_url, args.namespace).apply(
             lambda values: json.dumps(
                 policy_document([
                     {
@@ -52,7 +52,7 @@ class IrsaRole(pulumi.ComponentResource):
                         "Action": "sts:AssumeRoleWithWebIdentity",
                         "Condition": {
                             "StringEquals": {
-                                f"{values[1]}:sub": f"system:serviceaccount:{args.namespace}:{args.service_account}",
+                                f"{values[1]}:sub": f"system:serviceaccount:{values[2]}:{args.service_account}",
                                 f"{values[1]}:aud": "sts.amazonaws.com",
                             }
                         },

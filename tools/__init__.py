@@ -1,0 +1,1 @@
+"""Operator tools for a deployed stack (make results, make benchmark)."""
