@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STACK  ?=
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup test plan plan-all up destroy benchmark results check-stack
+.PHONY: setup test plan plan-all up destroy sweep benchmark results check-stack
 
 setup: $(VENV)/.installed
 
@@ -37,3 +37,6 @@ benchmark: setup check-stack
 
 results: setup check-stack
 	$(PY) -m tools.fetch_results --stack $(STACK)
+
+sweep: setup check-stack
+	$(PY) -m tools.sweep --stack $(STACK)

@@ -32,37 +32,29 @@ class Network(pulumi.ComponentResource):
 
         vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.cidr, enable_dns_hostnames=True, enable_dns_support=True,
                           tags={"Name": args.cluster_name}, opts=child)
-        gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": args.cluster_name}, opts=child)
-        public_routes = aws.ec2.RouteTable(f"{name}-public", vpc_id=vpc.id,
-                                           routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": gateway.id}],
-                                           tags={"Name": f"{args.cluster_name}-public"}, opts=child)
-        public_subnets = []
-        for index, cidr in enumerate(public_cidrs):
-            subnet = aws.ec2.Subnet(f"{name}-public-{index}", vpc_id=vpc.id, cidr_block=str(cidr),
-                                    availability_zone=zones.names[index], map_public_ip_on_launch=False,
-                                    tags={"Name": f"{args.cluster_name}-public-{index}", "kubernetes.io/role/elb": "1"},
-                                    opts=child)
-            aws.ec2.RouteTableAssociation(f"{name}-public-{index}", subnet_id=subnet.id, route_table_id=public_routes.id, opts=child)
-            public_subnets.append(subnet)
 
+        def subnets(tier: str, cidrs: list, route: dict, tags: dict[str, str]) -> list[aws.ec2.Subnet]:
+            """One subnet per zone of a tier, all routed through one table whose default route is `route`."""
+            table = aws.ec2.RouteTable(f"{name}-{tier}", vpc_id=vpc.id, routes=[{"cidr_block": "0.0.0.0/0", **route}],
+                                       tags={"Name": f"{args.cluster_name}-{tier}"}, opts=child)
+            created = []
+            for index, cidr in enumerate(cidrs):
+                subnet = aws.ec2.Subnet(f"{name}-{tier}-{index}", vpc_id=vpc.id, cidr_block=str(cidr),
+                                        availability_zone=zones.names[index], map_public_ip_on_launch=False,
+                                        tags={"Name": f"{args.cluster_name}-{tier}-{index}", **tags}, opts=child)
+                aws.ec2.RouteTableAssociation(f"{name}-{tier}-{index}", subnet_id=subnet.id, route_table_id=table.id, opts=child)
+                created.append(subnet)
+            return created
+
+        gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": args.cluster_name}, opts=child)
+        public_subnets = subnets("public", public_cidrs, {"gateway_id": gateway.id}, {"kubernetes.io/role/elb": "1"})
         # One NAT gateway: nodes only pull images and weights outbound, and an experiment
         # cluster does not need to survive the loss of an AZ at three times the NAT cost.
         nat_address = aws.ec2.Eip(f"{name}-nat", domain="vpc", tags={"Name": args.cluster_name}, opts=child)
         nat = aws.ec2.NatGateway(f"{name}-nat", allocation_id=nat_address.id, subnet_id=public_subnets[0].id,
                                  tags={"Name": args.cluster_name}, opts=pulumi.ResourceOptions(parent=self, depends_on=[gateway]))
-        private_routes = aws.ec2.RouteTable(f"{name}-private", vpc_id=vpc.id,
-                                            routes=[{"cidr_block": "0.0.0.0/0", "nat_gateway_id": nat.id}],
-                                            tags={"Name": f"{args.cluster_name}-private"}, opts=child)
-        private_subnets = []
-        for index, cidr in enumerate(private_cidrs):
-            subnet = aws.ec2.Subnet(f"{name}-private-{index}", vpc_id=vpc.id, cidr_block=str(cidr),
-                                    availability_zone=zones.names[index],
-                                    tags={"Name": f"{args.cluster_name}-private-{index}",
-                                          "kubernetes.io/role/internal-elb": "1",
-                                          "karpenter.sh/discovery": args.cluster_name},
-                                    opts=child)
-            aws.ec2.RouteTableAssociation(f"{name}-private-{index}", subnet_id=subnet.id, route_table_id=private_routes.id, opts=child)
-            private_subnets.append(subnet)
+        private_subnets = subnets("private", private_cidrs, {"nat_gateway_id": nat.id},
+                                  {"kubernetes.io/role/internal-elb": "1", "karpenter.sh/discovery": args.cluster_name})
 
         self.vpc_id = vpc.id
         self.private_subnet_ids = [s.id for s in private_subnets]

@@ -41,6 +41,9 @@ def summary(spec: StackSpec, recording: Recording, notes: list[str]) -> str:
     shape = spec.capacity.shape
     lines.append(f"  instance type      {spec.capacity.instance_type} ({shape.neuron_devices} devices, {spec.capacity.capacity_type})")
     lines.append(f"  trn2 nodes         {spec.node_count} (all {len(spec.variants)} variants served at once)")
+    if shape.approx_hourly_usd:
+        lines.append(f"  trn2 cost          ~${shape.approx_hourly_usd * spec.node_count:,.0f}/hour on-demand while up "
+                     f"(approximate list price; check your region)")
     lines.append(f"  device groups      {', '.join(str(s) for s in spec.device_group_sizes)} device(s)")
     for v in spec.variants:
         extra = f" vs {v.baseline}, draft {v.draft}, k={v.num_speculative_tokens}" if v.is_speculative else ""

@@ -43,13 +43,14 @@ class InstanceShape:
     vcpus: int
     memory_gib: int
     physical_cores_per_device: int = 8
-    hourly_on_demand_usd: float = 0.0
-    """us-east-2/us-west-2 list price at the time of writing; for the README's cost table only."""
+    approx_hourly_usd: float | None = None
+    """Approximate on-demand list price, for cost estimates in the plan summary only; check the
+    EC2 pricing page (or `aws pricing get-products`) for your region before relying on it."""
 
 
 INSTANCE_SHAPES: dict[str, InstanceShape] = {
-    "trn2.48xlarge": InstanceShape(neuron_devices=16, vcpus=192, memory_gib=2048, hourly_on_demand_usd=44.70),
-    "trn2.3xlarge": InstanceShape(neuron_devices=1, vcpus=12, memory_gib=128, hourly_on_demand_usd=2.23),
+    "trn2.48xlarge": InstanceShape(neuron_devices=16, vcpus=192, memory_gib=2048, approx_hourly_usd=44.70),
+    "trn2.3xlarge": InstanceShape(neuron_devices=1, vcpus=12, memory_gib=128),
 }
 
 # The Neuron DRA driver exposes connected device groups of these sizes only

@@ -40,3 +40,26 @@ def test_fetch_says_when_there_is_nothing_yet(tmp_path, monkeypatch):
 def test_rerun_creates_a_job_from_the_template():
     argv = rerun_benchmark.command(datetime(2026, 11, 22, 3, 4, 5, tzinfo=timezone.utc))
     assert argv == ["kubectl", "--namespace", "inference", "create", "job", "llmperf-manual-20261122-030405", "--from=cronjob/llmperf"]
+
+
+@mock_aws
+def test_sweep_finds_what_karpenter_left_and_nothing_else(monkeypatch, capsys):
+    from tools import sweep
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    ec2, iam = boto3.client("ec2", region_name="us-west-2"), boto3.client("iam")
+    assert sweep.main(["--stack", "qwen3-32b-qwen3-1.7b"], ec2=ec2, iam=iam) == 0
+    cluster = "sd-qwen3-32b-qwen3-1-7b"
+    owned = [{"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"}, {"Key": "karpenter.sh/nodepool", "Value": "trn2"}]
+    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
+    ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, TagSpecifications=[{"ResourceType": "instance", "Tags": owned}])
+    ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)  # someone else's
+    ec2.create_launch_template(LaunchTemplateName="karpenter-lt", LaunchTemplateData={},
+                               TagSpecifications=[{"ResourceType": "launch-template", "Tags": owned}])
+    iam.create_instance_profile(InstanceProfileName=f"{cluster}_1234567890", Tags=owned[:1])
+    iam.create_instance_profile(InstanceProfileName=f"{cluster}_untagged")
+    iam.create_instance_profile(InstanceProfileName="unrelated")
+    assert sweep.main(["--stack", "qwen3-32b-qwen3-1.7b"], ec2=ec2, iam=iam) == 1
+    out = capsys.readouterr().out
+    assert "instances: i-" in out and "launch templates: lt-" in out and f"instance profiles: {cluster}_1234567890\n" in out
+    assert "unrelated" not in out and "untagged" not in out and out.count("i-") == 1
