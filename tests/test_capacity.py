@@ -100,6 +100,10 @@ def test_ec2_node_class(recording, spec):
     discovery = [{"tags": {"karpenter.sh/discovery": spec.cluster_name}}]
     assert node_class["subnetSelectorTerms"] == discovery == node_class["securityGroupSelectorTerms"]
     assert node_class["tags"]["stack"] == spec.stack
+    # Keys Karpenter reserves for itself (CEL rules in the CRD, not checked by the schema test).
+    for key in node_class["tags"]:
+        assert key not in {"eks:eks-cluster-name", "karpenter.sh/nodepool", "karpenter.sh/nodeclaim"}
+        assert not key.startswith("kubernetes.io/cluster")
     assert node_class["role"] == recording.one("aws:iam/role:Role", "karpenter-node").outputs["name"]
     assert "capacityReservationSelectorTerms" not in node_class
 

@@ -49,3 +49,14 @@ def test_bad_stack_file_exits_2_with_every_problem(tmp_path):
     assert result.returncode == 2, result.stderr
     assert "serving.devicesPerVariant" in result.stderr and "serving.maxNumSeqz" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_project_file_is_valid_for_the_pulumi_cli():
+    """Pulumi validates Pulumi.yaml against its project schema: declared config keys need a type
+    among string/integer/boolean/array. The stacks must also live where stackConfigDir says."""
+    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    assert project["runtime"]["name"] == "python" and project["runtime"]["options"]["virtualenv"] == ".venv"
+    assert (ROOT / project["stackConfigDir"]) == STACKS_DIR and any(STACKS_DIR.glob("Pulumi.*.yaml"))
+    for key, declaration in (project.get("config") or {}).items():
+        if isinstance(declaration, dict):
+            assert declaration.get("type") in {"string", "integer", "boolean", "array"}, key
