@@ -17,6 +17,12 @@ def policy_document(statements: list[dict[str, Any]]) -> dict[str, Any]:
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+def deny_insecure_transport(service: str, resources: Any) -> dict[str, Any]:
+    """The statement that makes a resource policy TLS-only."""
+    return {"Sid": "DenyNonTlsAccess", "Effect": "Deny", "Principal": "*", "Action": f"{service}:*",
+            "Resource": resources, "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+
+
 def render_policy(document: Any) -> pulumi.Output[str]:
     """Serialize a document that may hold Outputs (ARNs) into the JSON string IAM expects."""
     return pulumi.Output.from_input(document).apply(lambda doc: json.dumps(doc, sort_keys=True))
@@ -80,11 +86,10 @@ def ec2_node_role(name: str, parent: pulumi.Resource, tags: dict[str, str] | Non
     """An instance role with the four policies every EKS node needs (FACTS.md, Karpenter)."""
     role = aws.iam.Role(
         name,
-        assume_role_policy=json.dumps({
-            "Version": "2012-10-17",
-            "Statement": [{"Sid": "Ec2AssumesNodeRole", "Effect": "Allow",
-                           "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
-        }),
+        assume_role_policy=json.dumps(policy_document([
+            {"Sid": "Ec2AssumesNodeRole", "Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"},
+             "Action": "sts:AssumeRole"},
+        ])),
         tags=tags,
         opts=pulumi.ResourceOptions(parent=parent),
     )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from .iam import policy_document
+from .iam import deny_insecure_transport, policy_document
 
 # EventBridge events Karpenter acts on (FACTS.md, "Interruption queue").
 INTERRUPTION_EVENTS = {
@@ -38,8 +38,7 @@ class InterruptionQueue(pulumi.ComponentResource):
             {"Sid": "EventBridgeAndSqsDeliver", "Effect": "Allow",
              "Principal": {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]},
              "Action": "sqs:SendMessage", "Resource": arn},
-            {"Sid": "DenyNonTlsAccess", "Effect": "Deny", "Principal": "*", "Action": "sqs:*", "Resource": arn,
-             "Condition": {"Bool": {"aws:SecureTransport": "false"}}},
+            deny_insecure_transport("sqs", arn),
         ]), sort_keys=True)), opts=child)
         for event, pattern in INTERRUPTION_EVENTS.items():
             rule = aws.cloudwatch.EventRule(f"{name}-{event}", event_pattern=json.dumps(pattern, sort_keys=True), opts=child)

@@ -8,7 +8,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from .iam import IrsaRole, IrsaRoleArgs, policy_document
+from .iam import IrsaRole, IrsaRoleArgs, deny_insecure_transport, policy_document
 from .versions import EKS_ADDON_VERSIONS
 
 CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
@@ -27,10 +27,7 @@ def bucket_access_policy(bucket_arn: str) -> dict:
 
 
 def tls_only_bucket_policy(bucket_arn: str) -> dict:
-    return policy_document([{
-        "Sid": "DenyNonTlsAccess", "Effect": "Deny", "Principal": "*", "Action": "s3:*",
-        "Resource": [bucket_arn, f"{bucket_arn}/*"], "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-    }])
+    return policy_document([deny_insecure_transport("s3", [bucket_arn, f"{bucket_arn}/*"])])
 
 
 @dataclass(frozen=True)

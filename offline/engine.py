@@ -170,7 +170,6 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: pulumi_mocks.Mocks):
         super().__init__(mocks)
         self.recorded: list[RecordedResource] = []
-        self.stack_outputs: dict[str, Any] = {}
 
     def RegisterResource(self, request):
         # MockMonitor's own RegisterResource rehydrates resource references into Resource
@@ -206,11 +205,6 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
             )
         )
         return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=response_state)
-
-    def RegisterResourceOutputs(self, request):
-        if request.urn.endswith(f"pulumi:pulumi:Stack::{pulumi.get_project()}-{pulumi.get_stack()}"):
-            self.stack_outputs = to_plain(request.outputs)
-        return super().RegisterResourceOutputs(request)
 
 
 def _fake_id(*parts: str, length: int = 17) -> str:
