@@ -37,7 +37,7 @@ class StackInput:
         return {k[len(prefix):]: v for k, v in self.config.items() if k.startswith(prefix)}
 
     def spec(self) -> StackSpec:
-        return parse_stack_config(PROJECT, self.stack, self.project_values())
+        return parse_stack_config(PROJECT, self.stack, self.config)
 
 
 def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInput:
@@ -63,7 +63,7 @@ def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInpu
             config[key] = OFFLINE_TOKEN_PLACEHOLDER if key == token_key else "[encrypted]"
             stack_input.secret_keys.append(key)
             stack_input.notes.append(f"{key} is encrypted in the stack file; the offline plan uses a placeholder")
-    if token_key not in config and _needs_token(stack, stack_input.project_values()):
+    if token_key not in config and _needs_token(stack, config):
         config[token_key] = OFFLINE_TOKEN_PLACEHOLDER
         stack_input.secret_keys.append(token_key)
         stack_input.notes.append(
@@ -73,11 +73,11 @@ def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInpu
     return stack_input
 
 
-def _needs_token(stack: str, values: dict[str, Any]) -> bool:
+def _needs_token(stack: str, config: dict[str, Any]) -> bool:
     """Whether the stack serves a gated model (judged with a stand-in token, so that only
     genuine config problems remain for the real parse to report)."""
     try:
-        return parse_stack_config(PROJECT, stack, {**values, HUGGING_FACE_TOKEN_KEY: "x"}).requires_hugging_face_token
+        return parse_stack_config(PROJECT, stack, {**config, f"{PROJECT}:{HUGGING_FACE_TOKEN_KEY}": "x"}).requires_hugging_face_token
     except ConfigError:
         return False
 

@@ -5,7 +5,13 @@ Model facts come from the Hugging Face model cards; instance facts from ../share
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
+from typing import Literal
+
+import botocore.session
+
+ModelKind = Literal["model", "eagle-head"]
 
 
 @dataclass(frozen=True)
@@ -18,6 +24,10 @@ class ModelInfo:
     """Gated repositories need a Hugging Face token to download."""
     params_billion: float
     checkpoint_dtype: str = "bf16"
+    kind: ModelKind = "model"
+    """"model": a full causal LM, usable as a target or as a plain draft (vLLM's draft_model
+    speculation, fused by NxDI). "eagle-head": an EAGLE draft head, which only speculates for
+    the target it was trained on and needs EAGLE mode (FACTS.md, "vLLM on Neuron")."""
 
 
 MODELS: dict[str, ModelInfo] = {
@@ -42,6 +52,11 @@ class InstanceShape:
     neuron_devices: int
     vcpus: int
     memory_gib: int
+    primary_network_gbps: int
+    """Baseline bandwidth of network card 0, which carries the VPC CNI's pod traffic (S3 reads
+    included): EC2 DescribeInstanceTypes NetworkInfo.NetworkCards[0].BaselineBandwidthInGbps
+    (trn2.48xlarge: 16 cards of 200 Gbps, "16x 200 Gigabit"; trn2.3xlarge: 50 Gbps), as in moto
+    5.2.5's snapshot of that API (moto/ec2/resources/instance_types.json.gz)."""
     physical_cores_per_device: int = 8
     approx_hourly_usd: float | None = None
     """Approximate on-demand list price, for cost estimates in the plan summary only; check the
@@ -49,8 +64,9 @@ class InstanceShape:
 
 
 INSTANCE_SHAPES: dict[str, InstanceShape] = {
-    "trn2.48xlarge": InstanceShape(neuron_devices=16, vcpus=192, memory_gib=2048, approx_hourly_usd=44.70),
-    "trn2.3xlarge": InstanceShape(neuron_devices=1, vcpus=12, memory_gib=128),
+    "trn2.48xlarge": InstanceShape(neuron_devices=16, vcpus=192, memory_gib=2048, primary_network_gbps=200,
+                                   approx_hourly_usd=44.70),
+    "trn2.3xlarge": InstanceShape(neuron_devices=1, vcpus=12, memory_gib=128, primary_network_gbps=50),
 }
 
 # The Neuron DRA driver exposes connected device groups of these sizes only
@@ -59,6 +75,14 @@ DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 LOGICAL_NEURON_CORE_SIZES = (1, 2)
 SPECULATIVE_TOKENS_RANGE = (1, 15)
 MIN_KUBERNETES_VERSION = (1, 34)
+WORKLOAD_IDENTITIES = ("irsa", "pod-identity")
+
+
+@functools.cache
+def known_regions() -> tuple[str, ...]:
+    """Regions of the standard AWS partition where EKS has an endpoint, from botocore's own
+    endpoint data (botocore/data/endpoints.json, pinned through boto3 in requirements.txt)."""
+    return tuple(sorted(botocore.session.get_session().get_available_regions("eks")))
 CAPACITY_TYPES = ("on-demand", "reserved")
 
 # The sample's eight LLMPerf test cases (FACTS.md, "LLMPerf"); slugs become the CloudWatch

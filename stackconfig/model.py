@@ -16,6 +16,10 @@ from .catalog import INSTANCE_SHAPES, MODELS, InstanceShape
 
 Role = Literal["baseline", "sd"]
 Quantization = Literal["none", "fp8"]
+WorkloadIdentity = Literal["irsa", "pod-identity"]
+SpeculationMethod = Literal["draft_model", "eagle"]
+"""vLLM's speculative_config method: "draft_model" for a plain draft model (vLLM's default when
+no method is given), "eagle" for an EAGLE head (FACTS.md, "vLLM on Neuron")."""
 
 # Mountpoint for S3 is mounted at the same path as in the sample (seed 000).
 MODEL_STORE_MOUNT_PATH = "/var/mdl"
@@ -35,6 +39,12 @@ class ClusterSettings:
     """On-demand nodes for Karpenter, CoreDNS and the benchmark; never managed by Karpenter."""
     vpc_cidr: str
     availability_zone_count: int
+    """How many AZs the VPC spans (EKS needs two). Chosen among the AZs that offer the trn2
+    instance type, unless `availability_zones` names them."""
+    availability_zones: tuple[str, ...]
+    """AZ names given in config (e.g. the AZ of a capacity reservation); empty: chosen by offering."""
+    workload_identity: WorkloadIdentity
+    """How pods get IAM roles: IRSA (OIDC trust) or EKS Pod Identity (associations)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +95,7 @@ class Variant:
     draft: str | None = None
     num_speculative_tokens: int | None = None
     draft_max_model_len: int | None = None
-    speculation_method: str | None = None
+    speculation_method: SpeculationMethod | None = None
     quantization: Quantization = "none"
     weights_path: str | None = None
     """Bucket-relative folder holding prepared weights (e.g. FP8 rescaled for Neuron); None
@@ -111,7 +121,11 @@ class Variant:
     def override_neuron_config(self) -> dict:
         config: dict = {"save_sharded_checkpoint": True}
         if self.is_speculative:
+            # NxDI builds fused speculation from vLLM's speculative config whatever its method;
+            # EAGLE needs its own switch on top (FACTS.md, "vLLM on Neuron").
             config["enable_fused_speculation"] = True
+            if self.speculation_method == "eagle":
+                config["enable_eagle_speculation"] = True
         if self.quantization == "fp8":
             # Seed 004 spells these with hyphens; NxDI's NeuronConfig fields use underscores.
             config["quantized_mlp_kernel_enabled"] = True
@@ -127,8 +141,11 @@ class Variant:
             "num_speculative_tokens": self.num_speculative_tokens,
             "max_model_len": self.draft_max_model_len,
         }
-        if self.speculation_method:
-            config["method"] = self.speculation_method
+        # A plain draft gets no method: vLLM then selects draft_model, as the Neuron fork's own
+        # examples/offline_inference/neuron_speculation.py does; "eagle" would wrap the draft's
+        # config as an EAGLE head.
+        if self.speculation_method == "eagle":
+            config["method"] = "eagle"
         return config
 
     @property
@@ -186,6 +203,8 @@ class BenchmarkSettings:
 class StackSpec:
     project: str
     stack: str
+    region: str
+    """aws:region, validated against the regions botocore knows for EKS."""
     cluster: ClusterSettings
     capacity: CapacitySettings
     serving: ServingSettings

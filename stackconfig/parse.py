@@ -5,9 +5,10 @@ function serves `pulumi up`, the offline plan and the tests.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .catalog import (
     CAPACITY_TYPES,
@@ -18,6 +19,8 @@ from .catalog import (
     MIN_KUBERNETES_VERSION,
     MODELS,
     SPECULATIVE_TOKENS_RANGE,
+    WORKLOAD_IDENTITIES,
+    known_regions,
 )
 from .model import (
     BenchmarkSettings,
@@ -42,6 +45,11 @@ _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 _RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
 _AMI_ALIAS = re.compile(r"^al2023@v\d{8}$")
 _RELATIVE_PATH = re.compile(r"^(?!/)(?!.*\.\.)[A-Za-z0-9._/-]+$")
+_AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
+REGION_KEY = "aws:region"
+# Namespaces besides the project's that a stack file may hold: the AWS provider's own settings
+# (profile, assumeRole, ...; the provider validates those) and Pulumi's.
+OTHER_NAMESPACES = ("aws", "pulumi")
 
 
 class ConfigError(ValueError):
@@ -137,16 +145,18 @@ class _Section:
 TOP_LEVEL_KEYS = {"cluster", "capacity", "serving", "variants", "benchmark", "modelStore", "tags", HUGGING_FACE_TOKEN_KEY}
 
 
-def parse_stack_config(project: str, stack: str, raw: dict[str, Any]) -> StackSpec:
-    """Validate `raw` (the project's config keys without the "project:" prefix) into a StackSpec.
+def parse_stack_config(project: str, stack: str, config: Mapping[str, Any]) -> StackSpec:
+    """Validate a stack's config into a StackSpec.
 
-    Raises ConfigError naming every bad key; never registers anything.
+    `config` is what Pulumi hands the program: "namespace:key" -> value, structured values
+    already decoded. Raises ConfigError naming every bad key; never registers anything.
     """
     problems: list[tuple[str, str]] = []
+    raw, region = _split_namespaces(project, config, problems)
     top = _Section("", raw, problems, TOP_LEVEL_KEYS)
 
-    cluster = _parse_cluster(_Section("cluster", raw.get("cluster"), problems, {"kubernetesVersion", "systemNodeInstanceType", "systemNodeCount", "vpcCidr", "availabilityZoneCount"}))
     capacity = _parse_capacity(_Section("capacity", raw.get("capacity"), problems, {"instanceType", "capacityType", "reservationIds", "amiAlias", "rootVolumeGiB"}))
+    cluster = _parse_cluster(_Section("cluster", raw.get("cluster"), problems, {"kubernetesVersion", "systemNodeInstanceType", "systemNodeCount", "vpcCidr", "availabilityZoneCount", "availabilityZones", "workloadIdentity"}), region, capacity)
     serving = _parse_serving(_Section("serving", raw.get("serving"), problems, {"image", "target", "devicesPerVariant", "logicalNeuronCores", "tensorParallelSize", "maxNumSeqs", "maxModelLen", "nodeCachePath"}), capacity)
     benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases", "image", "llmperfCommit", "metricsNamespace"}), stack, serving)
     variants = _resolve_baselines(_parse_variants(top, raw.get("variants"), problems, serving, benchmark), problems)
@@ -164,6 +174,7 @@ def parse_stack_config(project: str, stack: str, raw: dict[str, Any]) -> StackSp
     spec = StackSpec(
         project=project,
         stack=stack,
+        region=region,
         cluster=cluster,
         capacity=capacity,
         serving=serving,
@@ -180,16 +191,54 @@ def parse_stack_config(project: str, stack: str, raw: dict[str, Any]) -> StackSp
     return spec
 
 
-def _parse_cluster(s: _Section) -> ClusterSettings:
+def _split_namespaces(project: str, config: Mapping[str, Any], problems: list[tuple[str, str]]) -> tuple[dict[str, Any], str]:
+    """The project's keys (without "project:") and the region; every other key must belong to
+    a namespace this program or its providers read, so a misspelled namespace is named."""
+    raw: dict[str, Any] = {}
+    for key, value in config.items():
+        namespace, _, name = str(key).partition(":")
+        if namespace == project and name:
+            raw[name] = value
+        elif namespace not in OTHER_NAMESPACES or not name:
+            near = difflib.get_close_matches(namespace, [project, *OTHER_NAMESPACES], n=1)
+            hint = f" (did you mean {near[0]}:{name}?)" if near else ""
+            problems.append((str(key), f"unknown config namespace {namespace!r}{hint}; this program reads {project}:<key> and {REGION_KEY}"))
+    region = config.get(REGION_KEY)
+    regions = known_regions()
+    if region is None:
+        problems.append((REGION_KEY, f"is required: the region to deploy to (`pulumi config set {REGION_KEY} us-east-2`); README, 'Regions'"))
+    elif not isinstance(region, str) or region not in regions:
+        problems.append((REGION_KEY, f"{region!r} is not an AWS region with EKS; known: {', '.join(regions)}"))
+    return raw, region if isinstance(region, str) else ""
+
+
+def _parse_cluster(s: _Section, region: str, capacity: CapacitySettings) -> ClusterSettings:
     version = s.string("kubernetesVersion", "1.34", pattern=re.compile(r"^1\.\d+$"), hint='a "1.N" version')
     if version and tuple(int(p) for p in version.split(".")) < MIN_KUBERNETES_VERSION:
         s.problem("kubernetesVersion", f"{version} is below 1.34, the first version the Neuron DRA driver supports")
+    zones = s.listing("availabilityZones", [])
+    for index, zone in enumerate(zones or []):
+        if not isinstance(zone, str) or not _AVAILABILITY_ZONE.match(zone) or (region and not zone.startswith(region)):
+            s.problem(f"availabilityZones[{index}]", f"{zone!r} is not an availability zone of {region or 'the region'} (e.g. {region or 'us-east-2'}a)")
+    if zones and len(set(zones)) != len(zones):
+        s.problem("availabilityZones", "lists a zone twice")
+    if zones and len(zones) < 2:
+        s.problem("availabilityZones", "needs at least two zones: EKS requires subnets in two availability zones")
+    zone_count = s.integer("availabilityZoneCount", len(zones) if zones else 2, low=2, high=6)
+    if zones and zone_count != len(zones):
+        s.problem("availabilityZoneCount", f"{zone_count} disagrees with the {len(zones)} availabilityZones listed; omit it")
+    if capacity.reservation_ids and not zones:
+        # A reservation launches only in its own AZ, and Karpenter only into the subnets the
+        # network created; the AZ must be named so the network includes it (make preflight checks it).
+        s.problem("availabilityZones", "are required with capacity.reservationIds: list the reservation's availability zone and a second one")
     return ClusterSettings(
         kubernetes_version=version or "",
         system_node_instance_type=s.string("systemNodeInstanceType", "m7i.xlarge"),
         system_node_count=s.integer("systemNodeCount", 2, low=2, high=10),
         vpc_cidr=s.string("vpcCidr", "10.64.0.0/16", pattern=re.compile(r"^10\.\d{1,3}\.0\.0/16$"), hint="a 10.x.0.0/16 block"),
-        availability_zone_count=s.integer("availabilityZoneCount", 2, low=2, high=3),
+        availability_zone_count=zone_count or 2,
+        availability_zones=tuple(zones or ()),
+        workload_identity=s.string("workloadIdentity", "irsa", choices=WORKLOAD_IDENTITIES) or "irsa",
     )
 
 
@@ -280,7 +329,7 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
         draft = s.model("draft", None)
         tokens = s.integer("numSpeculativeTokens", None, low=SPECULATIVE_TOKENS_RANGE[0], high=SPECULATIVE_TOKENS_RANGE[1])
         draft_len = s.integer("draftMaxModelLen", None, low=128)
-        method = s.string("speculationMethod", None, choices=("eagle",))
+        method = s.string("speculationMethod", None, choices=("draft_model", "eagle"))
         quantization = s.string("quantization", "none", choices=("none", "fp8"))
         weights_path = s.string("weightsPath", None, pattern=_RELATIVE_PATH, hint="a bucket-relative folder without '..' or a leading '/'")
         baseline = s.string("baseline", None)
@@ -298,10 +347,14 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
             needed = benchmark.input_tokens + benchmark.output_tokens + (tokens or 0)
             if draft_len is None:
                 draft_len = serving.max_model_len
+            elif serving.max_model_len and draft_len > serving.max_model_len:
+                # vLLM's SpeculativeConfig._maybe_override_draft_max_model_len raises "cannot be
+                # larger than target_max_model_len" (FACTS.md, "vLLM on Neuron").
+                s.problem("draftMaxModelLen", f"{draft_len} is above serving.maxModelLen {serving.max_model_len}; vLLM refuses a draft longer than its target")
             elif benchmark.input_tokens and draft_len < needed:
                 s.problem("draftMaxModelLen", f"{draft_len} is smaller than the longest benchmark sequence plus the speculation window ({needed})")
-            if draft_len and serving.max_model_len and draft_len > 2 * serving.max_model_len and draft_len > 2048:
-                s.problem("draftMaxModelLen", f"{draft_len} is far above serving.maxModelLen {serving.max_model_len}; it only costs draft KV-cache memory")
+            if draft:
+                method = _speculation_method(s, draft, target, method)
         if target and quantization == "fp8":
             if MODELS[target].checkpoint_dtype != "fp8":
                 s.problem("quantization", f"fp8 needs an FP8 checkpoint as target; {target} is {MODELS[target].checkpoint_dtype}")
@@ -325,6 +378,17 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
             )
         )
     return variants
+
+
+def _speculation_method(s: _Section, draft: str, target: str | None, method: str | None) -> str | None:
+    """The vLLM speculation method for `draft`, checked against what the draft is: a plain draft
+    model runs as draft_model (no method), an EAGLE head only as eagle, for its own target."""
+    kind = MODELS[draft].kind
+    wanted = "eagle" if kind == "eagle-head" else "draft_model"
+    if method is not None and method != wanted:
+        what = "an EAGLE head" if kind == "eagle-head" else "a full model, not an EAGLE head"
+        s.problem("speculationMethod", f"{method!r} does not fit {draft}, which is {what}; use {wanted!r} or omit the key")
+    return wanted
 
 
 def _resolve_baselines(variants: list[Variant], problems: list[tuple[str, str]]) -> list[Variant]:

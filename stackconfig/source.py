@@ -1,4 +1,4 @@
-"""Read the project's config from the Pulumi runtime as plain data."""
+"""Read the stack's config from the Pulumi runtime as plain data."""
 from __future__ import annotations
 
 import json
@@ -8,27 +8,23 @@ import pulumi
 from pulumi.runtime import config as runtime_config
 
 
-def project_config(project: str) -> dict[str, Any]:
-    """Every "<project>:<key>" config entry, values decoded from the engine's JSON strings.
+def stack_config() -> dict[str, Any]:
+    """Every "<namespace>:<key>" config entry of the stack, values decoded from the engine's JSON.
 
     pulumi.Config can only fetch keys it is asked for; listing them all is what lets the parser
-    reject unknown (typically misspelled) keys. The engine hands the program its config through
-    set_all_config (PULUMI_CONFIG for older hosts), so both places are read.
+    reject unknown (typically misspelled) keys and namespaces. The engine hands the program its
+    config through set_all_config (PULUMI_CONFIG for older hosts), so both places are read.
     """
     entries = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-    prefix = f"{project}:"
-    raw: dict[str, Any] = {}
+    decoded: dict[str, Any] = {}
     for key, value in entries.items():
-        if not key.startswith(prefix):
-            continue
-        name = key[len(prefix):]
-        if isinstance(value, str):
+        if isinstance(value, str) and value[:1] in "[{":
             try:
-                value = json.loads(value) if value[:1] in "[{" else value
+                value = json.loads(value)
             except json.JSONDecodeError:
                 pass
-        raw[name] = value
-    return raw
+        decoded[key] = value
+    return decoded
 
 
 def hugging_face_token(project: str, key: str) -> pulumi.Output[str] | None:

@@ -12,11 +12,21 @@ from stackconfig import ConfigError, parse_stack_config
 
 BASE = load_stack("qwen3-32b-qwen3-1.7b").project_values()
 LLAMA = load_stack("llama3.1-8b-llama3.2-1b").project_values()
+REGION = "us-east-2"
+
+
+def qualified(values: dict, region: str | None = REGION) -> dict:
+    """Project values as Pulumi hands them to the program: namespaced, with the region."""
+    return {**({"aws:region": region} if region else {}), **{f"{PROJECT}:{k}": v for k, v in values.items()}}
+
+
+def parse(values: dict, stack: str = "test"):
+    return parse_stack_config(PROJECT, stack, qualified(values))
 
 
 def problems_for(values: dict, stack: str = "test") -> dict[str, str]:
     with pytest.raises(ConfigError) as caught:
-        parse_stack_config(PROJECT, stack, values)
+        parse(values, stack)
     return dict(caught.value.problems)
 
 
@@ -52,6 +62,13 @@ def edited(base: dict, path: str, value) -> dict:
         ("variants.1.draft", "meta-llama/Llama-3.2-1B", "variants[1].draft", "shared tokenizer"),
         ("benchmark.outputTokens", 1000, "benchmark.outputTokens", "exceeds serving.maxModelLen"),
         ("variants.1.draftMaxModelLen", 600, "variants[1].draftMaxModelLen", "smaller than the longest benchmark sequence"),
+        ("variants.1.draftMaxModelLen", 2048, "variants[1].draftMaxModelLen", "vLLM refuses a draft longer than its target"),
+        ("variants.1.speculationMethod", "eagle", "variants[1].speculationMethod", "a full model, not an EAGLE head"),
+        ("variants.1.speculationMethod", "medusa", "variants[1].speculationMethod", "not one of draft_model, eagle"),
+        ("cluster.workloadIdentity", "kiam", "cluster.workloadIdentity", "not one of irsa, pod-identity"),
+        ("cluster.availabilityZones", ["us-east-2a"], "cluster.availabilityZones", "at least two zones"),
+        ("cluster.availabilityZones", ["us-west-2a", "us-east-2b"], "cluster.availabilityZones[0]", "not an availability zone of us-east-2"),
+        ("cluster.availabilityZones", ["us-east-2a", "us-east-2a"], "cluster.availabilityZones", "twice"),
         ("cluster.kubernetesVersion", "1.33", "cluster.kubernetesVersion", "below 1.34"),
         ("capacity.reservationIds", ["cr-0123456789abcdef0"], "capacity.capacityType", 'must be "reserved"'),
         ("capacity.capacityType", "reserved", "capacity.reservationIds", "required"),
@@ -73,6 +90,49 @@ def test_each_rule_names_the_key(path, value, bad_key, words):
     assert words in problems[bad_key]
 
 
+def test_region_is_required_and_known():
+    for region, words in ((None, "is required"), ("us-west-9", "not an AWS region")):
+        with pytest.raises(ConfigError) as caught:
+            parse_stack_config(PROJECT, "test", qualified(BASE, region))
+        assert words in dict(caught.value.problems)["aws:region"]
+
+
+def test_a_misspelled_namespace_is_named():
+    config = {**qualified(BASE), "sdtrn2:serving": {"target": "Qwen/Qwen3-32B"}}
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(PROJECT, "test", config)
+    problems = dict(caught.value.problems)
+    assert "did you mean sd-trn2:serving" in problems["sdtrn2:serving"]
+    # Other providers' namespaces pass through untouched (the AWS provider reads its own keys).
+    parse_stack_config(PROJECT, "test", {**qualified(BASE), "aws:profile": "lab"})
+
+
+def test_a_plain_draft_speculates_as_draft_model_without_a_vllm_method():
+    sd = parse(BASE).variant("sd")
+    assert sd.speculation_method == "draft_model"
+    assert "method" not in sd.speculative_config
+    assert sd.override_neuron_config["enable_fused_speculation"] is True
+    assert "enable_eagle_speculation" not in sd.override_neuron_config
+
+
+def test_an_eagle_head_speculates_as_eagle_and_only_as_eagle(monkeypatch):
+    from stackconfig import catalog
+
+    head = "example/Qwen3-32B-EAGLE"
+    monkeypatch.setitem(catalog.MODELS, head, catalog.ModelInfo("qwen3", gated=False, params_billion=0.5, kind="eagle-head"))
+    values = edited(BASE, "variants.1.draft", head)
+    sd = parse(values).variant("sd")
+    assert sd.speculative_config["method"] == "eagle" and sd.override_neuron_config["enable_eagle_speculation"] is True
+    problems = problems_for(edited(values, "variants.1.speculationMethod", "draft_model"))
+    assert "an EAGLE head" in problems["variants[1].speculationMethod"]
+
+
+def test_reservations_need_the_zones_named():
+    values = edited(edited(BASE, "capacity.capacityType", "reserved"), "capacity.reservationIds", ["cr-0123456789abcdef0"])
+    assert "reservation's availability zone" in problems_for(values)["cluster.availabilityZones"]
+    parse(edited(values, "cluster.availabilityZones", ["us-east-2a", "us-east-2b"]))
+
+
 def test_device_count_a_node_cannot_hold():
     values = edited(edited(BASE, "capacity.instanceType", "trn2.3xlarge"), "serving.devicesPerVariant", 8)
     problems = problems_for(values)
@@ -82,7 +142,7 @@ def test_device_count_a_node_cannot_hold():
 def test_all_problems_are_reported_together():
     values = edited(edited(edited(BASE, "serving.devicesPerVariant", 3), "cluster.kubernetesVersion", "1.30"), "bogus", 1)
     with pytest.raises(ConfigError) as caught:
-        parse_stack_config(PROJECT, "test", values)
+        parse(values)
     keys = [key for key, _ in caught.value.problems]
     assert {"serving.devicesPerVariant", "cluster.kubernetesVersion", "bogus"} <= set(keys)
     message = str(caught.value)
@@ -92,7 +152,7 @@ def test_all_problems_are_reported_together():
 def test_gated_models_need_a_token_and_open_ones_do_not():
     problems = problems_for({k: v for k, v in LLAMA.items() if k != "huggingFaceToken"})
     assert "meta-llama/Llama-3.1-8B" in problems["huggingFaceToken"]
-    parse_stack_config(PROJECT, "test", {k: v for k, v in BASE.items() if k != "huggingFaceToken"})
+    parse({k: v for k, v in BASE.items() if k != "huggingFaceToken"})
 
 
 def test_fp8_needs_prepared_weights():
@@ -102,7 +162,7 @@ def test_fp8_needs_prepared_weights():
 
 
 def test_a_valid_stack_parses():
-    spec = parse_stack_config(PROJECT, "test", BASE)
+    spec = parse(BASE)
     assert spec.node_count == 1
 
 
@@ -126,7 +186,7 @@ junk = st.one_of(
 def test_random_bad_values_name_their_key(path, value):
     values = edited(BASE, path.replace("[", ".").replace("]", ""), value)
     try:
-        parse_stack_config(PROJECT, "test", values)
+        parse(values)
     except ConfigError as error:
         section = path.split(".")[0].split("[")[0]
         # Reported on the key itself, or (cross-field rules) on another key whose message names it.

@@ -29,6 +29,18 @@ def test_stack_matches_the_user_documents(stack):
         assert (variant.serving.max_num_seqs, variant.serving.max_model_len) == (seqs, max_len)
     assert spec.node_count == nodes
     assert spec.benchmark.input_tokens + spec.benchmark.output_tokens <= max_len
+    # vLLM refuses a draft longer than its target; the seeds' drafts are plain models.
+    assert sd.draft_max_model_len <= sd.serving.max_model_len
+    assert sd.speculation_method == "draft_model" and "method" not in sd.speculative_config
+
+
+@pytest.mark.parametrize("stack", sorted(EXPECTED))
+def test_stack_files_name_their_region_and_say_why(stack):
+    from offline.stacks import STACKS_DIR
+
+    text = (STACKS_DIR / f"Pulumi.{stack}.yaml").read_text()
+    assert load_stack(stack).config["aws:region"] == "us-east-2"
+    assert "DescribeInstanceTypeOfferings" in text
 
 
 def test_405b_variants_differ_in_weights_not_only_in_the_draft():
