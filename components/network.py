@@ -1,4 +1,5 @@
-"""The VPC: public subnets for NAT, private subnets (tagged for Karpenter) for every node."""
+"""The VPC: public subnets for NAT, private subnets (tagged for Karpenter) for every node, in
+availability zones where the trn2 instance type is offered."""
 from __future__ import annotations
 
 import ipaddress
@@ -14,21 +15,64 @@ class NetworkArgs:
     """Used in the discovery and ELB tags the subnets carry."""
     cidr: str
     """A /16; private subnets get a /19 each (pods take VPC addresses), public ones a /24."""
+    region: str
+    instance_type: str
+    """The accelerator instance type: the VPC spans zones that offer it."""
     availability_zone_count: int
+    availability_zones: tuple[str, ...] = ()
+    """Zones named in config (`cluster.availabilityZones`), e.g. a reservation's; empty: chosen
+    by offering."""
+
+
+class ZoneSelectionError(pulumi.RunError):
+    """The region cannot host the stack's instance type in enough zones. RunError: the engine
+    prints the message without a stack trace."""
+
+
+def offered_zones(instance_type: str, parent: pulumi.Resource) -> list[str]:
+    """AZ names of the region that offer `instance_type`, from EC2 DescribeInstanceTypeOfferings
+    (location type availability-zone). A plain invoke: it runs at preview too, so the subnets and
+    their zones are known before anything is created."""
+    offerings = aws.ec2.get_instance_type_offerings(
+        filters=[{"name": "instance-type", "values": [instance_type]}],
+        location_type="availability-zone",
+        opts=pulumi.InvokeOptions(parent=parent),
+    )
+    return sorted(set(offerings.locations))
+
+
+def choose_zones(offered: list[str], args: NetworkArgs) -> list[str]:
+    """The zones the VPC spans: the configured ones, else the first offering zones by name."""
+    if args.availability_zones:
+        missing = [z for z in args.availability_zones if z not in offered]
+        if missing:
+            # A Capacity Block can be bought where on-demand offerings are absent (FACTS.md,
+            # "Regions and capacity"), so this is a warning, not a refusal.
+            pulumi.log.warn(f"cluster.availabilityZones {', '.join(missing)}: {args.instance_type} has no on-demand "
+                            f"offering there; only a capacity reservation can launch it")
+        return list(args.availability_zones)
+    if len(offered) < args.availability_zone_count:
+        raise ZoneSelectionError(
+            f"capacity.instanceType {args.instance_type} is offered in {len(offered)} availability zone(s) of "
+            f"aws:region {args.region} ({', '.join(offered) or 'none'}); the cluster needs "
+            f"{args.availability_zone_count}. Choose another aws:region (`make preflight` lists offerings) or name "
+            f"the zones in cluster.availabilityZones.")
+    return offered[:args.availability_zone_count]
 
 
 class Network(pulumi.ComponentResource):
     vpc_id: pulumi.Output[str]
     private_subnet_ids: list[pulumi.Output[str]]
     public_subnet_ids: list[pulumi.Output[str]]
+    zones: list[str]
 
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:network:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        zones = choose_zones(offered_zones(args.instance_type, self), args)
         block = ipaddress.ip_network(args.cidr)
-        public_cidrs = list(block.subnets(new_prefix=24))[: args.availability_zone_count]
-        private_cidrs = list(block.subnets(new_prefix=19))[1 : args.availability_zone_count + 1]
-        zones = aws.get_availability_zones_output(state="available", opts=pulumi.InvokeOutputOptions(parent=self))
+        public_cidrs = list(block.subnets(new_prefix=24))[: len(zones)]
+        private_cidrs = list(block.subnets(new_prefix=19))[1 : len(zones) + 1]
 
         vpc = aws.ec2.Vpc(f"{name}-vpc", cidr_block=args.cidr, enable_dns_hostnames=True, enable_dns_support=True,
                           tags={"Name": args.cluster_name}, opts=child)
@@ -38,9 +82,9 @@ class Network(pulumi.ComponentResource):
             table = aws.ec2.RouteTable(f"{name}-{tier}", vpc_id=vpc.id, routes=[{"cidr_block": "0.0.0.0/0", **route}],
                                        tags={"Name": f"{args.cluster_name}-{tier}"}, opts=child)
             created = []
-            for index, cidr in enumerate(cidrs):
+            for index, (zone, cidr) in enumerate(zip(zones, cidrs)):
                 subnet = aws.ec2.Subnet(f"{name}-{tier}-{index}", vpc_id=vpc.id, cidr_block=str(cidr),
-                                        availability_zone=zones.names[index], map_public_ip_on_launch=False,
+                                        availability_zone=zone, map_public_ip_on_launch=False,
                                         tags={"Name": f"{args.cluster_name}-{tier}-{index}", **tags}, opts=child)
                 aws.ec2.RouteTableAssociation(f"{name}-{tier}-{index}", subnet_id=subnet.id, route_table_id=table.id, opts=child)
                 created.append(subnet)
@@ -56,8 +100,9 @@ class Network(pulumi.ComponentResource):
         private_subnets = subnets("private", private_cidrs, {"nat_gateway_id": nat.id},
                                   {"kubernetes.io/role/internal-elb": "1", "karpenter.sh/discovery": args.cluster_name})
 
+        self.zones = zones
         self.vpc_id = vpc.id
         self.private_subnet_ids = [s.id for s in private_subnets]
         self.public_subnet_ids = [s.id for s in public_subnets]
         self.register_outputs({"vpcId": self.vpc_id, "privateSubnetIds": self.private_subnet_ids,
-                               "publicSubnetIds": self.public_subnet_ids})
+                               "publicSubnetIds": self.public_subnet_ids, "availabilityZones": zones})

@@ -255,8 +255,8 @@ class FakeAws(pulumi.runtime.Mocks):
             outputs.update(
                 kubeconfigJson=json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster, "cluster": {"server": f"https://{_fake_id(cluster, length=32).upper()}.gr7.{self.region}.eks.amazonaws.com"}}]}),
                 oidcProviderArn=f"arn:aws:iam::{ACCOUNT_ID}:oidc-provider/{oidc}",
-                oidcProviderUrl=oidc,
-                oidcIssuer=f"https://{oidc}",
+                oidcProviderUrl=f"https://{oidc}",
+                oidcIssuer=oidc,
                 clusterSecurityGroupId=f"sg-{_fake_id(cluster, 'cluster')}",
                 nodeSecurityGroupId=f"sg-{_fake_id(cluster, 'node')}",
             )
@@ -267,9 +267,16 @@ class FakeAws(pulumi.runtime.Mocks):
         return resource_id, outputs
 
     def call(self, args: pulumi.runtime.MockCallArgs):
-        if args.token == "aws:index/getAvailabilityZones:getAvailabilityZones":
-            names = [f"{self.region}{suffix}" for suffix in "abcd"]
-            return {"names": names, "zoneIds": [f"usw2-az{i}" for i in range(1, 5)], "id": self.region}, []
+        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            import gzip
+            from pathlib import Path as _P
+
+            import moto
+            wanted = {v for f in args.args.get("filters", []) if f["name"] == "instance-type" for v in f["values"]}
+            data = json.load(gzip.open(_P(moto.__file__).parent / "ec2/resources/instance_type_offerings/availability-zone" / f"{self.region}.json.gz"))
+            hits = [d for d in data if d["InstanceType"] in wanted]
+            return {"locations": [d["Location"] for d in hits], "instanceTypes": [d["InstanceType"] for d in hits],
+                    "locationTypes": ["availability-zone"] * len(hits), "id": self.region}, []
         if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
             return {"accountId": ACCOUNT_ID, "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/offline-plan", "userId": "AIDAOFFLINE", "id": ACCOUNT_ID}, []
         if args.token == "aws:index/getPartition:getPartition":

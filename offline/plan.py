@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+import pulumi
 import yaml
 
 from stackconfig import ConfigError, StackSpec
@@ -71,19 +72,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stack", required=True, help=f"one of: {', '.join(stack_names())}")
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "plan")
     args = parser.parse_args(argv)
+    out_dir = args.out / args.stack
     try:
         stack_input = load_stack(args.stack)
         spec = stack_input.spec()
-    except FileNotFoundError as error:
+        recording = run_stack(stack_input)
+    except (FileNotFoundError, ConfigError, pulumi.RunError) as error:
+        # RunError: what the program refuses at deploy time (no zone offers the instance type).
+        # A failed plan leaves no earlier plan behind to be mistaken for this one.
+        shutil.rmtree(out_dir, ignore_errors=True)
         print(error, file=sys.stderr)
         return 2
-    except ConfigError as error:
-        print(error, file=sys.stderr)
-        return 2
-    recording = run_stack(stack_input)
-    write_plan(recording, args.out / args.stack)
+    write_plan(recording, out_dir)
     print(summary(spec, recording, stack_input.notes))
-    print(f"\nWrote {(args.out / args.stack).relative_to(ROOT) if (args.out / args.stack).is_relative_to(ROOT) else args.out / args.stack}")
+    print(f"\nWrote {out_dir.relative_to(ROOT) if out_dir.is_relative_to(ROOT) else out_dir}")
     return 0
 
 
