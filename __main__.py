@@ -12,18 +12,24 @@ from components.neuron_dra import NeuronDra, NeuronDraArgs
 from components.serving import Serving, ServingArgs
 from components.trn2_nodes import Trn2Nodes, Trn2NodesArgs
 from stackconfig import HUGGING_FACE_TOKEN_KEY, parse_stack_config
-from stackconfig.source import hugging_face_token, project_config
+from stackconfig.source import hugging_face_token, stack_config
 
 project, stack = pulumi.get_project(), pulumi.get_stack()
-spec = parse_stack_config(project, stack, project_config(project))
+spec = parse_stack_config(project, stack, stack_config())
 tags = {"project": project, "stack": stack, "managed-by": "pulumi", **spec.tags}
-region = aws.config.region
+region = spec.region
 
 aws_provider = aws.Provider("aws", region=region, default_tags=aws.ProviderDefaultTagsArgs(tags=tags))
 with_aws = pulumi.ResourceOptions(providers=[aws_provider])
 
-network = Network("network", NetworkArgs(cluster_name=spec.cluster_name, cidr=spec.cluster.vpc_cidr,
-                                         availability_zone_count=spec.cluster.availability_zone_count), opts=with_aws)
+network = Network("network", NetworkArgs(
+    cluster_name=spec.cluster_name,
+    cidr=spec.cluster.vpc_cidr,
+    region=region,
+    instance_type=spec.capacity.instance_type,
+    availability_zone_count=spec.cluster.availability_zone_count,
+    availability_zones=spec.cluster.availability_zones,
+), opts=with_aws)
 cluster = Cluster("cluster", ClusterArgs(
     cluster_name=spec.cluster_name,
     kubernetes_version=spec.cluster.kubernetes_version,
@@ -32,14 +38,14 @@ cluster = Cluster("cluster", ClusterArgs(
     public_subnet_ids=network.public_subnet_ids,
     system_node_instance_type=spec.cluster.system_node_instance_type,
     system_node_count=spec.cluster.system_node_count,
+    workload_identity=spec.cluster.workload_identity,
     tags=tags,
 ), opts=with_aws)
 
 karpenter = Karpenter("karpenter", KarpenterArgs(
     cluster_name=spec.cluster_name,
     region=region,
-    oidc_provider_arn=cluster.oidc_provider_arn,
-    oidc_provider_url=cluster.oidc_provider_url,
+    identity=cluster.identity,
     system_node_selector=SYSTEM_NODE_LABEL,
     provider=cluster.provider,
     cluster_ready=cluster.ready,
@@ -52,7 +58,7 @@ trn2 = Trn2Nodes("trn2", Trn2NodesArgs(
     node_count=spec.node_count,
     tags=tags,
     provider=cluster.provider,
-    karpenter=karpenter.release,
+    karpenter=[karpenter.crds, karpenter.release],
 ))
 neuron = NeuronDra("neuron-dra", NeuronDraArgs(
     device_group_sizes=spec.device_group_sizes,
@@ -66,8 +72,8 @@ model_store = ModelStore("model-store", ModelStoreArgs(
     cluster_name=spec.cluster_name,
     region=region,
     retain_on_destroy=spec.retain_model_store,
-    oidc_provider_arn=cluster.oidc_provider_arn,
-    oidc_provider_url=cluster.oidc_provider_url,
+    instance_shape=spec.capacity.shape,
+    identity=cluster.identity,
     workload_namespace=cluster.workload_namespace,
     provider=cluster.provider,
     cluster_ready=cluster.ready,
@@ -92,8 +98,7 @@ benchmark = Benchmark("benchmark", BenchmarkArgs(
     endpoints=serving.endpoints,
     bucket_name=model_store.bucket_name,
     bucket_arn=model_store.bucket_arn,
-    oidc_provider_arn=cluster.oidc_provider_arn,
-    oidc_provider_url=cluster.oidc_provider_url,
+    identity=cluster.identity,
     node_selector=SYSTEM_NODE_LABEL,
     provider=cluster.provider,
     depends_on=[serving],

@@ -13,7 +13,9 @@ import pulumi_kubernetes as k8s
 
 from stackconfig import StackSpec
 
-from .iam import IrsaRole, IrsaRoleArgs, policy_document
+from .cluster import WORKLOAD_NAMESPACE
+from .iam import policy_document
+from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "benchmark"
 # What the pod runs; report.py stays on the operator's side (it needs matplotlib).
@@ -135,8 +137,7 @@ class BenchmarkArgs:
     endpoints: dict[str, pulumi.Output[str]]
     bucket_name: pulumi.Input[str]
     bucket_arn: pulumi.Input[str]
-    oidc_provider_arn: pulumi.Input[str]
-    oidc_provider_url: pulumi.Input[str]
+    identity: WorkloadIdentity
     node_selector: dict[str, str]
     provider: k8s.Provider
     depends_on: list[pulumi.Resource]
@@ -150,10 +151,9 @@ class Benchmark(pulumi.ComponentResource):
     def __init__(self, name: str, args: BenchmarkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:benchmark:Benchmark", name, None, opts)
         spec = args.spec
-        role = IrsaRole(f"{name}-runner", IrsaRoleArgs(
-            oidc_provider_arn=args.oidc_provider_arn,
-            oidc_provider_url=args.oidc_provider_url,
-            namespace=args.namespace,
+        role = WorkloadRole(f"{name}-runner", WorkloadRoleArgs(
+            identity=args.identity,
+            namespace=WORKLOAD_NAMESPACE,
             service_account=SERVICE_ACCOUNT,
             policy=pulumi.Output.from_input(args.bucket_arn).apply(lambda arn: runner_policy(spec.benchmark.metrics_namespace, arn)),
             tags=args.tags,
@@ -161,8 +161,7 @@ class Benchmark(pulumi.ComponentResource):
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
         account = k8s.core.v1.ServiceAccount(
             f"{name}-sa",
-            metadata={"name": SERVICE_ACCOUNT, "namespace": args.namespace,
-                      "annotations": {"eks.amazonaws.com/role-arn": role.arn}},
+            metadata={"name": SERVICE_ACCOUNT, "namespace": args.namespace, "annotations": role.annotations},
             opts=k8s_opts,
         )
         config = pulumi.Output.all(**args.endpoints).apply(lambda endpoints: run_config(spec, endpoints))

@@ -1,7 +1,8 @@
-"""The EKS cluster: control plane, OIDC for IRSA, an on-demand system node group, core add-ons,
-and the Kubernetes provider every later component deploys through."""
+"""The EKS cluster: control plane, an on-demand system node group, the add-ons that need nodes,
+the workload-identity mechanism, and the Kubernetes provider every later component deploys through."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pulumi
@@ -10,6 +11,7 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from .iam import ec2_node_role
+from .identity import Mechanism, WorkloadIdentity
 from .versions import EKS_ADDON_VERSIONS
 
 SYSTEM_NODE_LABEL = {"sd-trn2/node-role": "system"}
@@ -25,24 +27,48 @@ class ClusterArgs:
     public_subnet_ids: list[pulumi.Input[str]]
     system_node_instance_type: str
     system_node_count: int
+    workload_identity: Mechanism
     tags: dict[str, str]
+
+
+def node_addon(name: str, cluster_name: str, addon: str, system_nodes: pulumi.Resource, parent: pulumi.Resource,
+               configuration: dict | None = None) -> aws.eks.Addon:
+    """An EKS add-on whose pods need a node: created only once the system node group exists.
+
+    Created with the control plane, such an add-on stays DEGRADED and the provider's waiter fails
+    the first `pulumi up` after ~20 minutes (pulumi/pulumi-eks#1819, #1525; FACTS.md). OVERWRITE
+    takes over the self-managed copy EKS bootstraps (bootstrapSelfManagedAddons defaults to true).
+    """
+    return aws.eks.Addon(
+        name,
+        cluster_name=cluster_name,
+        addon_name=addon,
+        addon_version=EKS_ADDON_VERSIONS[addon],
+        resolve_conflicts_on_create="OVERWRITE",
+        resolve_conflicts_on_update="OVERWRITE",
+        configuration_values=json.dumps(configuration, sort_keys=True) if configuration else None,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[system_nodes]),
+    )
 
 
 class Cluster(pulumi.ComponentResource):
     name: str
     kubeconfig: pulumi.Output[str]
     oidc_provider_arn: pulumi.Output[str]
-    oidc_provider_url: pulumi.Output[str]
+    identity: WorkloadIdentity
+    """How workload roles are trusted and bound (IRSA or Pod Identity)."""
     cluster_security_group_id: pulumi.Output[str]
     provider: k8s.Provider
     workload_namespace: pulumi.Output[str]
     """Namespace of the vLLM servers, their claims and the benchmark."""
     ready: list[pulumi.Resource]
-    """What Kubernetes workloads must wait for: the control plane and nodes to run them on."""
+    """What Kubernetes workloads must wait for: the control plane, nodes to run them on, DNS and
+    (with Pod Identity) the agent that hands out credentials."""
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:cluster:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
+        irsa = args.workload_identity == "irsa"
         cluster = eks.Cluster(
             f"{name}-eks",
             name=args.cluster_name,
@@ -54,11 +80,14 @@ class Cluster(pulumi.ComponentResource):
             endpoint_private_access=True,
             endpoint_public_access=True,
             authentication_mode=eks.AuthenticationMode.API,
-            create_oidc_provider=True,
+            create_oidc_provider=irsa,
             skip_default_node_group=True,
             enabled_cluster_log_types=["api", "audit", "authenticator"],
             vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=EKS_ADDON_VERSIONS["vpc-cni"]),
-            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=True, version=EKS_ADDON_VERSIONS["coredns"]),
+            # pulumi-eks creates CoreDNS with the control plane when enabled (its default is
+            # true: CoreDnsAddonOptionsArgs.enabled); it is created below, after the nodes.
+            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+            # kube-proxy is a DaemonSet: with no node yet it has nothing to wait for.
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=True, version=EKS_ADDON_VERSIONS["kube-proxy"]),
             tags=args.tags,
             opts=child,
@@ -80,6 +109,11 @@ class Cluster(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
+        addons = [node_addon(f"{name}-coredns", args.cluster_name, "coredns", system_nodes, self)]
+        if not irsa:
+            # The agent (a DaemonSet on 169.254.170.23) serves Pod Identity credentials; the node
+            # role's AmazonEKSWorkerNodePolicy carries eks-auth:AssumeRoleForPodIdentity.
+            addons.append(node_addon(f"{name}-pod-identity-agent", args.cluster_name, "eks-pod-identity-agent", system_nodes, self))
         # Karpenter's nodes join through the EKS-managed cluster security group, which it finds
         # by the discovery tag (FACTS.md: selectors by tag, not by id).
         described = aws.eks.get_cluster_output(
@@ -92,10 +126,16 @@ class Cluster(pulumi.ComponentResource):
         self.name = args.cluster_name
         self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json)
         self.oidc_provider_arn = cluster.oidc_provider_arn
-        self.oidc_provider_url = cluster.oidc_provider_url
+        self.identity = WorkloadIdentity(
+            mechanism=args.workload_identity,
+            # Read back from the API, so associations wait for the control plane to exist.
+            cluster_name=described.name,
+            oidc_provider_arn=cluster.oidc_provider_arn if irsa else None,
+            oidc_issuer=cluster.oidc_issuer if irsa else None,
+        )
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
                                      opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]))
-        self.ready = [cluster, system_nodes]
+        self.ready = [cluster, system_nodes, *addons]
         namespace = k8s.core.v1.Namespace(f"{name}-workloads", metadata={"name": WORKLOAD_NAMESPACE},
                                           opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=self.ready))
         self.workload_namespace = namespace.metadata.name

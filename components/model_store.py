@@ -8,12 +8,34 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from .iam import IrsaRole, IrsaRoleArgs, deny_insecure_transport, policy_document
+from stackconfig.catalog import InstanceShape
+
+from .iam import deny_insecure_transport, policy_document
+from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
 from .versions import EKS_ADDON_VERSIONS
 
+# The driver's node plugin runs as this service account and hands its own IRSA or Pod Identity
+# token to the Mountpoint pods it starts in namespace mount-s3 (driver-level credentials:
+# awslabs/mountpoint-s3-csi-driver@v2.1.0 docs/CONFIGURATION.md and
+# pkg/driver/node/credentialprovider/provider_driver.go); the add-on cannot rename it.
 CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 CSI_NAMESPACE = "kube-system"
 VOLUME_NAME = "model-store"
+
+
+def mount_options(region: str, shape: InstanceShape) -> list[str]:
+    """Mountpoint options for the model store's volume (the driver prefixes each with --).
+
+    Mountpoint v2 pods cannot reach IMDS at hop limit 1 (components/trn2_nodes.py), so region and
+    network bandwidth detection fail and throughput falls back to 10 Gbps
+    (awslabs/mountpoint-s3@v1.23.0 doc/CONFIGURATION.md; mountpoint-s3/src/cli.rs). Its released
+    table would also say 32000 Gbps for trn2.48xlarge, a 10x typo fixed only after v1.23.0. So
+    both are given: the region, and the bandwidth of the card that carries pod traffic.
+    """
+    return [f"region {region}", f"maximum-throughput-gbps {shape.primary_network_gbps}",
+            # Mountpoint semantics (FACTS.md): new files only, written sequentially; deletes and
+            # overwrites allowed so a half-published compile can be cleared and redone.
+            "allow-delete", "allow-overwrite"]
 
 
 def bucket_access_policy(bucket_arn: str) -> dict:
@@ -37,8 +59,9 @@ class ModelStoreArgs:
     retain_on_destroy: bool
     """False: `pulumi destroy` empties and deletes the bucket. True: the bucket (compiled
     artifacts, prepared weights, benchmark results) outlives the stack."""
-    oidc_provider_arn: pulumi.Input[str]
-    oidc_provider_url: pulumi.Input[str]
+    instance_shape: InstanceShape
+    """The nodes that mount the store: their bandwidth sizes Mountpoint's throughput target."""
+    identity: WorkloadIdentity
     workload_namespace: pulumi.Input[str]
     provider: k8s.Provider
     cluster_ready: list[pulumi.Resource]
@@ -72,9 +95,8 @@ class ModelStore(pulumi.ComponentResource):
                             policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn), sort_keys=True)),
                             opts=child)
 
-        csi_role = IrsaRole(f"{name}-csi", IrsaRoleArgs(
-            oidc_provider_arn=args.oidc_provider_arn,
-            oidc_provider_url=args.oidc_provider_url,
+        csi_role = WorkloadRole(f"{name}-csi", WorkloadRoleArgs(
+            identity=args.identity,
             namespace=CSI_NAMESPACE,
             service_account=CSI_SERVICE_ACCOUNT,
             policy=bucket.arn.apply(bucket_access_policy),
@@ -85,12 +107,18 @@ class ModelStore(pulumi.ComponentResource):
             cluster_name=args.cluster_name,
             addon_name="aws-mountpoint-s3-csi-driver",
             addon_version=EKS_ADDON_VERSIONS["aws-mountpoint-s3-csi-driver"],
-            service_account_role_arn=csi_role.arn,
+            # IRSA: the add-on annotates its service account. Pod Identity: the role's own
+            # association, which must exist before the driver's pods start (they only receive
+            # credentials at start), hence the dependency on the role below.
+            service_account_role_arn=csi_role.arn if args.identity.mechanism == "irsa" else None,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             # The driver's node pods must also run on the tainted trn2 nodes.
+            # Accepted by the add-on's configuration schema (node.tolerateAllTaints, v2.3.0-eksbuild.1,
+            # aws/containers-roadmap#2785); the chart's default is already true, stated here because
+            # the trn2 nodes carry the Neuron taint and need the driver.
             configuration_values=json.dumps({"node": {"tolerateAllTaints": True}}),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.cluster_ready, csi_role]),
         )
         k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[addon])
         volume = k8s.core.v1.PersistentVolume(
@@ -101,9 +129,7 @@ class ModelStore(pulumi.ComponentResource):
                 "accessModes": ["ReadWriteMany"],
                 "storageClassName": "",
                 "persistentVolumeReclaimPolicy": "Retain",
-                # Mountpoint semantics (FACTS.md): new files only, written sequentially, deletes
-                # allowed here so a half-published compile can be cleared and redone.
-                "mountOptions": [f"region {args.region}", "allow-delete", "allow-overwrite"],
+                "mountOptions": mount_options(args.region, args.instance_shape),
                 "csi": {
                     "driver": "s3.csi.aws.com",
                     "volumeHandle": bucket.id.apply(lambda b: f"s3-{b}"),

@@ -13,7 +13,9 @@ NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effe
 TRN2_NODE_LABEL = {"sd-trn2/node-role": "trn2"}
 
 
-def ec2_node_class_spec(cluster_name: str, node_role_name: str, capacity: CapacitySettings, tags: dict[str, str]) -> dict:
+def ec2_node_class_spec(cluster_name: str, node_role_name: pulumi.Input[str], capacity: CapacitySettings,
+                        tags: dict[str, str]) -> dict:
+    """Plain data with the role name as its only Output leaf, so `pulumi preview` shows it."""
     discovery = {"tags": {"karpenter.sh/discovery": cluster_name}}
     spec = {
         "role": node_role_name,
@@ -28,6 +30,11 @@ def ec2_node_class_spec(cluster_name: str, node_role_name: str, capacity: Capaci
             "ebs": {"volumeSize": f"{capacity.root_volume_gib}Gi", "volumeType": "gp3", "encrypted": True,
                     "deleteOnTermination": True},
         }],
+        # Hop limit 1 (Karpenter's default) keeps every pod off the node role's credentials:
+        # IMDS answers only the host network. Mountpoint v2 runs its mounts in unprivileged pods
+        # that then cannot read the region or the instance's bandwidth from IMDS
+        # (mountpoint-s3-csi-driver docs/UPGRADING_TO_V2.md), so the model store's volume passes
+        # both as mount options instead (components/model_store.py).
         "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled",
                             "httpPutResponseHopLimit": 1, "httpTokens": "required"},
         # A sweep after destroy finds anything Karpenter launched by these tags.
@@ -68,9 +75,9 @@ class Trn2NodesArgs:
     node_count: int
     tags: dict[str, str]
     provider: k8s.Provider
-    karpenter: pulumi.Resource
-    """The Karpenter release: installs the CRDs, and must outlive these objects on destroy so
-    its finalizers can terminate the instances."""
+    karpenter: list[pulumi.Resource]
+    """The Karpenter CRD and controller releases: these objects need the CRDs, and the
+    controller must outlive them on destroy so its finalizers can terminate the instances."""
 
 
 class Trn2Nodes(pulumi.ComponentResource):
@@ -83,9 +90,8 @@ class Trn2Nodes(pulumi.ComponentResource):
             api_version="karpenter.k8s.aws/v1",
             kind="EC2NodeClass",
             metadata={"name": name},
-            spec=pulumi.Output.from_input(args.node_role_name).apply(
-                lambda role: ec2_node_class_spec(args.cluster_name, role, args.capacity, args.tags)),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.karpenter]),
+            spec=ec2_node_class_spec(args.cluster_name, args.node_role_name, args.capacity, args.tags),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.karpenter),
         )
         self.node_pool = k8s.apiextensions.CustomResource(
             f"{name}-nodepool",
@@ -93,6 +99,6 @@ class Trn2Nodes(pulumi.ComponentResource):
             kind="NodePool",
             metadata={"name": name},
             spec=node_pool_spec(name, args.capacity, args.node_count),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[args.karpenter, node_class]),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.karpenter, node_class]),
         )
         self.register_outputs({"nodePool": name, "nodes": args.node_count})

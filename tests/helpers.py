@@ -12,9 +12,9 @@ def child(recording: Recording, parent: RecordedResource, type_token: str) -> Re
     return matches[0]
 
 
-def irsa_documents(recording: Recording, role_component_name: str) -> tuple[dict, dict]:
-    """(trust policy, inline policy) of an IrsaRole component."""
-    component = recording.one("sdtrn2:iam:IrsaRole", role_component_name)
+def role_documents(recording: Recording, role_component_name: str) -> tuple[dict, dict]:
+    """(trust policy, inline policy) of a WorkloadRole component."""
+    component = recording.one("sdtrn2:iam:WorkloadRole", role_component_name)
     role = child(recording, component, "aws:iam/role:Role")
     policy = child(recording, component, "aws:iam/rolePolicy:RolePolicy")
     return json.loads(role.inputs["assumeRolePolicy"]), json.loads(policy.inputs["policy"])

@@ -5,11 +5,11 @@ from benchmark.publish import DIMENSIONS, METRICS
 from components.benchmark import PACKAGE_DIR, POD_MODULES
 from offline.stacks import load_stack, run_stack
 
-from .helpers import assert_least_privilege, irsa_documents, trust_condition
+from .helpers import assert_least_privilege, role_documents, trust_condition
 
 
 def test_runner_role_may_only_publish_its_namespace_and_write_results(recording, spec):
-    trust, policy = irsa_documents(recording, "benchmark-runner")
+    trust, policy = role_documents(recording, "benchmark-runner")
     assert "system:serviceaccount:inference:llmperf" in trust_condition(trust).values()
     assert assert_least_privilege(policy) == 2
     by_sid = {s["Sid"]: s for s in policy["Statement"]}
@@ -77,7 +77,7 @@ def test_dashboard_queries_exactly_what_is_published(recording, spec):
             assert tuple(dims) == DIMENSIONS
             seen_cases.add(dims["TestCase"])
             seen_variants.add(dims["Variant"])
-        assert widget["properties"]["stat"] == "p50" and widget["properties"]["region"] == "us-west-2"
+        assert widget["properties"]["stat"] == "p50" and widget["properties"]["region"] == spec.region
     assert seen_cases == set(spec.benchmark.test_cases) and seen_variants == {v.name for v in spec.variants}
     outputs = recording.stack_outputs
     assert outputs["dashboardUrl"].endswith(recording.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardName"])

@@ -5,7 +5,7 @@ import pytest
 
 from offline.stacks import load_stack, run_stack
 
-from .helpers import assert_least_privilege, irsa_documents, trust_condition
+from .helpers import assert_least_privilege, role_documents, trust_condition
 from .test_stacks import EXPECTED
 
 
@@ -130,7 +130,7 @@ def test_retained_model_store_is_not_force_destroyed():
 
 
 def test_csi_driver_role_is_scoped_to_the_bucket(recording):
-    trust, policy = irsa_documents(recording, "model-store-csi")
+    trust, policy = role_documents(recording, "model-store-csi")
     assert "system:serviceaccount:kube-system:s3-csi-driver-sa" in trust_condition(trust).values()
     assert assert_least_privilege(policy) == 2
     bucket_arn = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
@@ -138,18 +138,30 @@ def test_csi_driver_role_is_scoped_to_the_bucket(recording):
     assert resources == {json.dumps(bucket_arn), json.dumps(f"{bucket_arn}/*")}
     actions = sorted(a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
     assert actions == ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListBucket", "s3:PutObject"]
-    addon = recording.one("aws:eks/addon:Addon")
-    assert addon.inputs["addonName"] == "aws-mountpoint-s3-csi-driver" and addon.inputs["addonVersion"].startswith("v")
+    (addon,) = [a for a in recording.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-mountpoint-s3-csi-driver"]
+    assert addon.inputs["addonVersion"].startswith("v")
     role = recording.one("aws:iam/role:Role", "model-store-csi")
     assert addon.inputs["serviceAccountRoleArn"] == role.outputs["arn"]
 
 
-def test_static_volume_and_claim(recording):
+def test_mountpoint_gets_region_and_throughput_it_cannot_detect(recording, spec):
+    """Mountpoint v2 pods cannot reach IMDS at the nodes' hop limit of 1, so without these
+    options the region is guessed and throughput falls back to 10 Gbps (FACTS.md, "Mountpoint")."""
+    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs["spec"]
+    assert node_class["metadataOptions"]["httpPutResponseHopLimit"] == 1
+    options = recording.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]["mountOptions"]
+    assert f"region {spec.region}" in options
+    (throughput,) = [o for o in options if o.startswith("maximum-throughput-gbps ")]
+    # trn2.48xlarge: network card 0, which carries pod traffic, is 200 Gbps (DescribeInstanceTypes).
+    assert int(throughput.split()[1]) == {"trn2.48xlarge": 200, "trn2.3xlarge": 50}[spec.capacity.instance_type]
+
+
+def test_static_volume_and_claim(recording, spec):
     bucket = recording.one("aws:s3/bucket:Bucket").outputs["id"]
     pv = recording.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]
     assert pv["csi"]["driver"] == "s3.csi.aws.com" and pv["csi"]["volumeAttributes"]["bucketName"] == bucket
     assert bucket in pv["csi"]["volumeHandle"]
-    assert {"region us-west-2", "allow-delete", "allow-overwrite"} <= set(pv["mountOptions"])
+    assert {f"region {spec.region}", "allow-delete", "allow-overwrite"} <= set(pv["mountOptions"])
     assert pv["storageClassName"] == "" and pv["accessModes"] == ["ReadWriteMany"]
     pvc = recording.one("kubernetes:core/v1:PersistentVolumeClaim").inputs
     assert pvc["spec"]["volumeName"] == recording.one("kubernetes:core/v1:PersistentVolume").inputs["metadata"]["name"]
