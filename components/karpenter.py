@@ -1,4 +1,4 @@
-"""Karpenter: controller IAM (IRSA), node role and access entry, interruption queue, Helm release."""
+"""Karpenter: CRDs, controller IAM, node role and access entry, interruption queue, Helm release."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,14 +7,16 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from .iam import IrsaRole, IrsaRoleArgs, ec2_node_role
+from .iam import ec2_node_role
+from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
 from .interruption_queue import InterruptionQueue, InterruptionQueueArgs
 from .karpenter_policy import controller_policy
-from .versions import KARPENTER_CHART, KARPENTER_VERSION
+from .versions import KARPENTER_CHART, KARPENTER_CRD_CHART, KARPENTER_VERSION
 
-# A fixed release name keeps the service account name ("karpenter") stable: an autonamed
-# release gets a random suffix that would break the IRSA trust condition (FACTS.md).
+# A fixed release name keeps the service account name ("karpenter": the chart names it after the
+# release fullname, charts/karpenter/templates/_helpers.tpl) stable for the role binding (FACTS.md).
 RELEASE_NAME = "karpenter"
+CRD_RELEASE_NAME = "karpenter-crd"
 NAMESPACE = "kube-system"
 
 
@@ -22,8 +24,7 @@ NAMESPACE = "kube-system"
 class KarpenterArgs:
     cluster_name: str
     region: str
-    oidc_provider_arn: pulumi.Input[str]
-    oidc_provider_url: pulumi.Input[str]
+    identity: WorkloadIdentity
     system_node_selector: dict[str, str]
     """Keeps the controller on the on-demand system nodes, never on nodes it manages."""
     provider: k8s.Provider
@@ -34,6 +35,8 @@ class KarpenterArgs:
 class Karpenter(pulumi.ComponentResource):
     node_role_name: pulumi.Output[str]
     release: k8s.helm.v3.Release
+    crds: k8s.helm.v3.Release
+    """NodePools and EC2NodeClasses depend on both releases: created after, deleted before."""
 
     def __init__(self, name: str, args: KarpenterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:karpenter:Karpenter", name, None, opts)
@@ -45,9 +48,8 @@ class Karpenter(pulumi.ComponentResource):
         access = aws.eks.AccessEntry(f"{name}-node", cluster_name=args.cluster_name, principal_arn=node_role.arn,
                                      type="EC2_LINUX", opts=pulumi.ResourceOptions(parent=self, depends_on=args.cluster_ready))
         queue = InterruptionQueue(f"{name}-interruption", InterruptionQueueArgs(queue_name=args.cluster_name), opts=child)
-        controller = IrsaRole(f"{name}-controller", IrsaRoleArgs(
-            oidc_provider_arn=args.oidc_provider_arn,
-            oidc_provider_url=args.oidc_provider_url,
+        controller = WorkloadRole(f"{name}-controller", WorkloadRoleArgs(
+            identity=args.identity,
             namespace=NAMESPACE,
             service_account=RELEASE_NAME,
             policy=pulumi.Output.all(identity.account_id, partition.partition, node_role.arn, queue.arn).apply(
@@ -56,26 +58,40 @@ class Karpenter(pulumi.ComponentResource):
             tags=args.tags,
         ), opts=child)
 
+        # Helm installs a chart's crds/ on first install only and never upgrades them; the
+        # upgrade guide recommends the karpenter-crd chart, same version, for CRDs
+        # (aws/karpenter-provider-aws release-v1.14.1:website/content/en/v1.14/upgrading/upgrade-guide.md).
+        self.crds = k8s.helm.v3.Release(
+            f"{name}-crd",
+            name=CRD_RELEASE_NAME,
+            namespace=NAMESPACE,
+            chart=KARPENTER_CRD_CHART,
+            version=KARPENTER_VERSION,
+            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.cluster_ready),
+        )
         self.release = k8s.helm.v3.Release(
             name,
             name=RELEASE_NAME,
             namespace=NAMESPACE,
             chart=KARPENTER_CHART,
             version=KARPENTER_VERSION,
+            # The CRDs belong to the release above; two owners would fail on ownership metadata.
+            skip_crds=True,
             values={
                 "settings": {
                     "clusterName": args.cluster_name,
                     "interruptionQueue": queue.name,
                     # Static NodePools (spec.replicas) are how trn2 nodes come up at all: Karpenter
                     # does not provision for pods with DRA claims (FACTS.md, "Karpenter and DRA").
+                    # charts/karpenter/values.yaml@v1.14.1: settings.featureGates.staticCapacity.
                     "featureGates": {"staticCapacity": True},
                 },
-                "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": controller.arn}},
+                "serviceAccount": {"annotations": controller.annotations},
                 "nodeSelector": args.system_node_selector,
-                "controller": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "1Gi"}}},
+                "controller": {"resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1Gi"}}},
             },
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                        depends_on=[*args.cluster_ready, access, controller, queue]),
+                                        depends_on=[*args.cluster_ready, self.crds, access, controller, queue]),
         )
         self.node_role_name = node_role.name
         self.register_outputs({"nodeRoleName": self.node_role_name, "interruptionQueue": queue.name,

@@ -9,7 +9,18 @@ import pulumi_kubernetes as k8s
 from .trn2_nodes import NEURON_TOLERATION
 from .versions import NEURON_HELM_CHART, NEURON_HELM_CHART_VERSION
 
+# The chart renders its own Namespace (templates/dra-driver/dra-driver-namespace.yaml, named by
+# draDriver.namespaceOverride, default "neuron-dra-driver", no toggle) and puts the driver in it.
+# Installing the release into that namespace with create_namespace would make Helm create it
+# first and then fail on the chart's copy ("already exists", helm/helm#11916); without
+# create_namespace Helm has nowhere to keep the release. So the release lives in kube-system and
+# the chart alone creates the driver's namespace, as AWS's own test installs it
+# (aws/amazon-cloudwatch-agent-test terraform/eks/daemon/otel-neuron-dra/main.tf). The 1.10.0
+# chart tree itself could not be read here; its values and this template were confirmed from
+# older chart versions and the release notes (FACTS.md, "Neuron DRA driver").
+RELEASE_NAMESPACE = "kube-system"
 DRA_NAMESPACE = "neuron-dra-driver"
+# Created by the chart (templates/dra-driver/, resource.k8s.io/v1 DeviceClass "neuron.aws.com").
 DEVICE_CLASS = "neuron.aws.com"
 CLAIM_REQUEST = "neurons"
 
@@ -69,12 +80,11 @@ class NeuronDra(pulumi.ComponentResource):
         release = k8s.helm.v3.Release(
             name,
             name="neuron-dra-driver",
-            namespace=DRA_NAMESPACE,
-            create_namespace=True,
+            namespace=RELEASE_NAMESPACE,
             chart=NEURON_HELM_CHART,
             version=NEURON_HELM_CHART_VERSION,
             values={
-                "draDriver": {"enabled": True, "tolerations": [NEURON_TOLERATION]},
+                "draDriver": {"enabled": True, "namespaceOverride": DRA_NAMESPACE, "tolerations": [NEURON_TOLERATION]},
                 # The device plugin defaults to on; beside the DRA driver it would hand the same
                 # devices out twice (FACTS.md).
                 "devicePlugin": {"enabled": False},
