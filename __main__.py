@@ -108,6 +108,7 @@ benchmark = Benchmark("benchmark", BenchmarkArgs(
 pulumi.export("region", region)
 pulumi.export("clusterName", cluster.name)
 pulumi.export("kubeconfig", cluster.kubeconfig)
+pulumi.export("workloadNamespace", cluster.workload_namespace)
 pulumi.export("oidcProviderArn", cluster.oidc_provider_arn)
 pulumi.export("trn2Nodes", spec.node_count)
 pulumi.export("claimTemplates", {str(k): v for k, v in neuron.claim_templates.items()})
@@ -117,3 +118,4 @@ pulumi.export("artifactPrefixes", {
     v.name: pulumi.Output.concat("s3://", model_store.bucket_name, "/", v.artifact_path, "/") for v in spec.variants})
 pulumi.export("dashboardUrl", benchmark.dashboard_url)
 pulumi.export("resultsPrefix", benchmark.results_prefix)
+pulumi.export("benchmarkCronJob", benchmark.cron_job_name)

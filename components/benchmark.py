@@ -147,6 +147,8 @@ class BenchmarkArgs:
 class Benchmark(pulumi.ComponentResource):
     dashboard_url: str
     results_prefix: pulumi.Output[str]
+    cron_job_name: str
+    """The suspended CronJob `make benchmark` creates a new run from."""
 
     def __init__(self, name: str, args: BenchmarkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:benchmark:Benchmark", name, None, opts)
@@ -202,4 +204,5 @@ class Benchmark(pulumi.ComponentResource):
         self.dashboard_url = (f"https://{args.region}.console.aws.amazon.com/cloudwatch/home?region={args.region}"
                               f"#dashboards/dashboard/{dashboard_name}")
         self.results_prefix = pulumi.Output.concat("s3://", args.bucket_name, "/", RESULTS_PREFIX)
+        self.cron_job_name = CRONJOB_NAME
         self.register_outputs({"dashboardUrl": self.dashboard_url, "resultsPrefix": self.results_prefix})
