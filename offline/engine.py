@@ -25,6 +25,7 @@ from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 ACCOUNT_ID = "123456789012"
+ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 SECRET_PLACEHOLDER = "[secret]"
 UNKNOWN_PLACEHOLDER = "[unknown]"
 
@@ -41,9 +42,13 @@ class RecordedResource:
     outputs: dict[str, Any] = field(default_factory=dict)
     provider: str | None = None
     """The provider reference ("<urn>::<id>") the engine would use for a custom resource."""
+    aliases: list[dict[str, Any]] = field(default_factory=list)
+    """As sent: {"urn": ...} or {"spec": {name, type, stack, project, parentUrn, noParent}}."""
+    read: bool = False
+    """A ReadResource (e.g. a StackReference), not a registration: nothing is created."""
 
     def as_plan_entry(self) -> dict[str, Any]:
-        return {
+        entry = {
             "urn": self.urn,
             "type": self.type,
             "name": self.name,
@@ -51,6 +56,11 @@ class RecordedResource:
             "inputs": self.inputs,
             "dependencies": self.dependencies,
         }
+        if self.aliases:
+            entry["aliases"] = self.aliases
+        if self.read:
+            entry["read"] = True
+        return entry
 
 
 @dataclass
@@ -59,6 +69,41 @@ class Recording:
 
     resources: list[RecordedResource]
     stack_outputs: dict[str, Any]
+    """As a user sees them: secrets shown as "[secret]"."""
+    raw_outputs: dict[str, Any] = field(default_factory=dict)
+    """Unredacted, with `secret_output_names`: what a StackReference to this stack reads."""
+    secret_output_names: list[str] = field(default_factory=list)
+    stack: str = ""
+    project: str = ""
+
+    def urn_for(self, parent: str | None, type_: str, name: str) -> str:
+        return engine_urn(self.stack, self.project, parent or "", type_, name)
+
+    def alias_urns(self, resource: RecordedResource) -> set[str]:
+        """Earlier URNs the engine would accept for `resource`: its own aliases (a URN, or a
+        spec whose unset fields default to the resource's own), and the same under every alias
+        of its parent, since a parent's aliases are inherited by its children (Pulumi docs,
+        "aliases" resource option)."""
+        by_urn = {r.urn: r for r in self.resources}
+        parent = by_urn.get(resource.parent) if resource.parent else None
+        parents = [resource.parent or ""] + sorted(self.alias_urns(parent) if parent else [])
+        found: set[str] = set()
+        identities = [(resource.type, resource.name)]
+        for alias in resource.aliases:
+            if "urn" in alias:
+                found.add(alias["urn"])
+                continue
+            spec = alias["spec"]
+            type_, name = spec.get("type") or resource.type, spec.get("name") or resource.name
+            if spec.get("noParent"):
+                found.add(self.urn_for("", type_, name))
+            elif spec.get("parentUrn"):
+                found.add(self.urn_for(spec["parentUrn"], type_, name))
+            else:
+                identities.append((type_, name))
+        found |= {self.urn_for(p, t, n) for p in parents for t, n in identities}
+        found.discard(resource.urn)
+        return found
 
     def of_type(self, type_token: str) -> list[RecordedResource]:
         return [r for r in self.resources if r.type == type_token]
@@ -164,12 +209,44 @@ def to_plain(value: Any, redact: bool = True) -> Any:
     return value
 
 
+def engine_urn(stack: str, project: str, parent: str, type_: str, name: str) -> str:
+    """A URN as the engine generates it: the parent's full qualified type, except that the root
+    stack's type is left out (pulumi/pulumi pkg/resource/deploy/deployment.go,
+    Deployment.generateURN: "Skip empty parents and don't use the root stack type; otherwise,
+    use the full qualified type"). MockMonitor keeps only the parent's last type and keeps the
+    stack's, so aliases the SDK computes (pulumi.create_urn) would never match its URNs."""
+    qualified = parent.split("::")[2] if parent else ""
+    prefix = f"{qualified}$" if qualified and qualified != ROOT_STACK_TYPE else ""
+    return f"urn:pulumi:{stack}::{project}::{prefix}{type_}::{name}"
+
+
+def _alias(alias) -> dict[str, Any]:
+    """An Alias proto as plain data."""
+    if alias.WhichOneof("alias") == "urn":
+        return {"urn": alias.urn}
+    spec = alias.spec
+    fields = {"name": spec.name, "type": spec.type, "stack": spec.stack, "project": spec.project,
+              "parentUrn": spec.parentUrn, "noParent": spec.noParent}
+    return {"spec": {k: v for k, v in fields.items() if v}}
+
+
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     """The mock engine, plus a faithful record of each registration request."""
 
     def __init__(self, mocks: pulumi_mocks.Mocks):
         super().__init__(mocks)
         self.recorded: list[RecordedResource] = []
+
+    def make_urn(self, parent: str, type_: str, name: str) -> str:
+        return engine_urn(pulumi.get_stack(), pulumi.get_project(), parent, type_, name)
+
+    def ReadResource(self, request):
+        response = super().ReadResource(request)
+        self.recorded.append(RecordedResource(
+            urn=response.urn, type=request.type, name=request.name, parent=request.parent or None, custom=True,
+            inputs=to_plain(request.properties), dependencies=sorted(set(request.dependencies)),
+            outputs=self.resources[response.urn].state, provider=request.provider or None, read=True))
+        return response
 
     def RegisterResource(self, request):
         # MockMonitor's own RegisterResource rehydrates resource references into Resource
@@ -202,6 +279,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 dependencies=sorted(set(request.dependencies)),
                 outputs=state,
                 provider=request.provider or None,
+                aliases=[_alias(a) for a in request.aliases],
             )
         )
         return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=response_state)
@@ -211,14 +289,30 @@ def _fake_id(*parts: str, length: int = 17) -> str:
     return hashlib.sha256("/".join(parts).encode()).hexdigest()[:length]
 
 
+@dataclass(frozen=True)
+class StackOutputs:
+    """What a StackReference reads from another stack: its outputs and which are secret."""
+
+    outputs: dict[str, Any]
+    secret_output_names: list[str]
+
+
 class FakeAws(pulumi.runtime.Mocks):
     """Computed values a real `pulumi up` would get back, fake but shaped like the real ones."""
 
-    def __init__(self, region: str):
+    def __init__(self, region: str, references: dict[str, StackOutputs] | None = None):
         self.region = region
+        self.references = references or {}
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         token, name, inputs = args.typ, args.name, dict(args.inputs)
+        if token == "pulumi:pulumi:StackReference":
+            # The engine answers a StackReference read with the referenced stack's outputs and the
+            # names of its secret ones (pulumi SDK StackReference: "outputs",
+            # "secret_output_names"); an undeployed stack has none.
+            referenced = self.references.get(inputs["name"], StackOutputs({}, []))
+            return inputs["name"], {"name": inputs["name"], "outputs": referenced.outputs,
+                                    "secretOutputNames": referenced.secret_output_names}
         digest = _fake_id(token, name)
         outputs: dict[str, Any] = dict(inputs)
         resource_id = f"{name}-{digest[:8]}"
@@ -289,14 +383,15 @@ class FakeAws(pulumi.runtime.Mocks):
         return {}, []
 
 
-def run_program(project: str, stack: str, config: dict[str, Any], secret_keys: list[str], program: Callable[[], None]) -> Recording:
+def run_program(project: str, stack: str, config: dict[str, Any], secret_keys: list[str], program: Callable[[], None],
+                references: dict[str, StackOutputs] | None = None) -> Recording:
     """Run `program` (the Pulumi program's entry function) under the recording engine.
 
     `config` maps "project:key" / "aws:region" to values as Pulumi passes them (strings;
-    structured values JSON-encoded).
+    structured values JSON-encoded). `references` answers StackReference reads by stack name.
     """
-    region = str(config.get("aws:region", "us-west-2"))
-    fake_cloud = FakeAws(region)
+    region = str(config.get("aws:region", ""))
+    fake_cloud = FakeAws(region, references)
     monitor = RecordingMonitor(fake_cloud)
     pulumi.runtime.set_mocks(fake_cloud, project=project, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(
@@ -306,18 +401,19 @@ def run_program(project: str, stack: str, config: dict[str, Any], secret_keys: l
     SETTINGS.outputs.clear()
     _sync_await(run_pulumi_func(program))
     root = pulumi.runtime.get_root_resource()
-    exported = {}
+    raw, secret = {}, []
     if root is not None and getattr(root, "outputs", None):
-        exported = _sync_await(_resolve_exports(root.outputs))
-    return Recording(resources=list(monitor.recorded), stack_outputs=exported)
+        raw, secret = _sync_await(_resolve_exports(root.outputs))
+    shown = {k: SECRET_PLACEHOLDER if k in secret else v for k, v in raw.items()}
+    return Recording(resources=list(monitor.recorded), stack_outputs=shown, raw_outputs=raw,
+                     secret_output_names=secret, stack=stack, project=project)
 
 
-async def _resolve_exports(outputs: dict[str, Any]) -> dict[str, Any]:
-    resolved = {}
+async def _resolve_exports(outputs: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    resolved, secret = {}, []
     for key, value in sorted(outputs.items()):
         output = pulumi.Output.from_input(value)
         if await output.is_secret():
-            resolved[key] = SECRET_PLACEHOLDER
-        else:
-            resolved[key] = await output.future()
-    return resolved
+            secret.append(key)
+        resolved[key] = await output.future()
+    return resolved, secret
