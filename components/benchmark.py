@@ -13,16 +13,21 @@ import pulumi_kubernetes as k8s
 
 from stackconfig import StackSpec
 
-from .cluster import WORKLOAD_NAMESPACE
+from .handle import ClusterHandle
 from .iam import policy_document
-from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
+from .identity import WorkloadRole, WorkloadRoleArgs
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "benchmark"
 # What the pod runs; report.py stays on the operator's side (it needs matplotlib).
 POD_MODULES = ("__init__.py", "driver.py", "publish.py", "results.py")
 SERVICE_ACCOUNT = "llmperf"
 CRONJOB_NAME = "llmperf"
-RESULTS_PREFIX = "results/"
+RESULTS_ROOT = "results/"
+
+
+def results_prefix(spec: StackSpec) -> str:
+    """Where a pairing's runs go in the (possibly shared) bucket: results/<pairing>/<run-id>/."""
+    return f"{RESULTS_ROOT}{spec.name}/"
 CODE_MOUNT = "/opt/benchmark"
 DASHBOARD_METRICS = ("TimePerOutputToken", "EndToEndLatency", "TTFT", "RequestOutputThroughput")
 BOTO3_VERSION = "1.44.5"
@@ -61,7 +66,9 @@ def setup_script(llmperf_commit: str) -> str:
     ])
 
 
-def job_spec(spec: StackSpec, config_map: str, bucket: str, node_selector: dict[str, str]) -> dict:
+def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Input[str], prefix: str,
+             node_selector: dict[str, str]) -> dict:
+    """Plain data with Outputs only at the leaves (ConfigMap and bucket names)."""
     items = [{"key": name, "path": f"benchmark/{name}"} for name in POD_MODULES] + [
         {"key": "run-config.json", "path": "run-config.json"}]
     return {
@@ -82,7 +89,7 @@ def job_spec(spec: StackSpec, config_map: str, bucket: str, node_selector: dict[
                     "env": [
                         {"name": "METRICS_NAMESPACE", "value": spec.benchmark.metrics_namespace},
                         {"name": "RESULTS_BUCKET", "value": bucket},
-                        {"name": "RESULTS_PREFIX", "value": RESULTS_PREFIX},
+                        {"name": "RESULTS_PREFIX", "value": prefix},
                         {"name": "JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}},
                     ],
                     "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
@@ -96,13 +103,13 @@ def job_spec(spec: StackSpec, config_map: str, bucket: str, node_selector: dict[
     }
 
 
-def runner_policy(namespace: str, bucket_arn: str) -> dict:
+def runner_policy(namespace: str, bucket_arn: str, prefix: str) -> dict:
     return policy_document([
         {"Sid": "PublishBenchmarkMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
          # PutMetricData has no resource ARN; the namespace condition is its scope.
          "Condition": {"StringEquals": {"cloudwatch:namespace": namespace}}},
         {"Sid": "WriteBenchmarkResults", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
-         "Resource": f"{bucket_arn}/{RESULTS_PREFIX}*"},
+         "Resource": f"{bucket_arn}/{prefix}*"},
     ])
 
 
@@ -132,14 +139,10 @@ def dashboard_body(spec: StackSpec, region: str) -> dict:
 @dataclass(frozen=True)
 class BenchmarkArgs:
     spec: StackSpec
-    region: str
+    cluster: ClusterHandle
     namespace: pulumi.Input[str]
-    endpoints: dict[str, pulumi.Output[str]]
-    bucket_name: pulumi.Input[str]
-    bucket_arn: pulumi.Input[str]
-    identity: WorkloadIdentity
-    node_selector: dict[str, str]
-    provider: k8s.Provider
+    """The Workspace's namespace Output: objects wait for it."""
+    endpoints: dict[str, str]
     depends_on: list[pulumi.Resource]
     tags: dict[str, str]
 
@@ -152,36 +155,36 @@ class Benchmark(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: BenchmarkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:benchmark:Benchmark", name, None, opts)
-        spec = args.spec
+        spec, cluster = args.spec, args.cluster
+        prefix = results_prefix(spec)
         role = WorkloadRole(f"{name}-runner", WorkloadRoleArgs(
-            identity=args.identity,
-            namespace=WORKLOAD_NAMESPACE,
+            identity=cluster.identity,
+            namespace=spec.namespace,
             service_account=SERVICE_ACCOUNT,
-            policy=pulumi.Output.from_input(args.bucket_arn).apply(lambda arn: runner_policy(spec.benchmark.metrics_namespace, arn)),
+            policy=pulumi.Output.from_input(cluster.model_bucket_arn).apply(
+                lambda arn: runner_policy(spec.benchmark.metrics_namespace, arn, prefix)),
             tags=args.tags,
         ), opts=pulumi.ResourceOptions(parent=self))
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider)
         account = k8s.core.v1.ServiceAccount(
             f"{name}-sa",
             metadata={"name": SERVICE_ACCOUNT, "namespace": args.namespace, "annotations": role.annotations},
-            opts=k8s_opts,
+            opts=cluster.k8s_options(self),
         )
-        config = pulumi.Output.all(**args.endpoints).apply(lambda endpoints: run_config(spec, endpoints))
+        config = run_config(spec, args.endpoints)
         code = pod_code()
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-code",
             metadata={"name": "llmperf-benchmark", "namespace": args.namespace},
-            data=config.apply(lambda c: {**code, "run-config.json": json.dumps(c, indent=2, sort_keys=True)}),
-            opts=k8s_opts,
+            data={**code, "run-config.json": json.dumps(config, indent=2, sort_keys=True)},
+            opts=cluster.k8s_options(self),
         )
-        body = pulumi.Output.all(config_map.metadata.name, args.bucket_name).apply(
-            lambda values: job_spec(spec, values[0], values[1], args.node_selector))
+        body = job_spec(spec, config_map.metadata.name, cluster.model_bucket, prefix, cluster.system_node_selector)
         # A new configuration (or benchmark code) is a new Job, so each run's Job is kept and
-        # `pulumi up` re-runs the benchmark only when what it measures changed.
-        fingerprint = pulumi.Output.all(config, body).apply(
-            lambda values: hashlib.sha256(json.dumps([values, code], sort_keys=True).encode()).hexdigest()[:8])
-        run_opts = pulumi.ResourceOptions(parent=self, provider=args.provider,
-                                          depends_on=[account, config_map, role, *args.depends_on])
+        # `pulumi up` re-runs the benchmark only when what it measures changed. The name is
+        # derived from plain config, so `pulumi preview` shows it.
+        fingerprint = hashlib.sha256(json.dumps([config, code, job_spec(spec, "", "", prefix, cluster.system_node_selector)],
+                                                sort_keys=True).encode()).hexdigest()[:8]
+        run_opts = cluster.k8s_options(self, depends_on=[account, config_map, role, *args.depends_on])
         k8s.batch.v1.CronJob(
             f"{name}-template",
             metadata={"name": CRONJOB_NAME, "namespace": args.namespace},
@@ -192,17 +195,16 @@ class Benchmark(pulumi.ComponentResource):
         )
         k8s.batch.v1.Job(
             f"{name}-run",
-            metadata={"name": fingerprint.apply(lambda f: f"llmperf-{f}"), "namespace": args.namespace,
+            metadata={"name": f"llmperf-{fingerprint}", "namespace": args.namespace,
                       "annotations": {"pulumi.com/skipAwait": "true"}},
             spec=body,
             opts=run_opts,
         )
-        dashboard_name = f"{spec.cluster_name}-llmperf"
-        aws.cloudwatch.Dashboard(f"{name}-dashboard", dashboard_name=dashboard_name,
-                                 dashboard_body=json.dumps(dashboard_body(spec, args.region), sort_keys=True),
+        aws.cloudwatch.Dashboard(f"{name}-dashboard", dashboard_name=spec.dashboard_name,
+                                 dashboard_body=json.dumps(dashboard_body(spec, spec.region), sort_keys=True),
                                  opts=pulumi.ResourceOptions(parent=self))
-        self.dashboard_url = (f"https://{args.region}.console.aws.amazon.com/cloudwatch/home?region={args.region}"
-                              f"#dashboards/dashboard/{dashboard_name}")
-        self.results_prefix = pulumi.Output.concat("s3://", args.bucket_name, "/", RESULTS_PREFIX)
+        self.dashboard_url = (f"https://{spec.region}.console.aws.amazon.com/cloudwatch/home?region={spec.region}"
+                              f"#dashboards/dashboard/{spec.dashboard_name}")
+        self.results_prefix = pulumi.Output.concat("s3://", cluster.model_bucket, "/", prefix)
         self.cron_job_name = CRONJOB_NAME
         self.register_outputs({"dashboardUrl": self.dashboard_url, "resultsPrefix": self.results_prefix})

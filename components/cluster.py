@@ -10,12 +10,10 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from .handle import SYSTEM_NODE_LABEL
 from .iam import ec2_node_role
 from .identity import Mechanism, WorkloadIdentity
 from .versions import EKS_ADDON_VERSIONS
-
-SYSTEM_NODE_LABEL = {"sd-trn2/node-role": "system"}
-WORKLOAD_NAMESPACE = "inference"
 
 
 @dataclass(frozen=True)
@@ -59,8 +57,8 @@ class Cluster(pulumi.ComponentResource):
     """How workload roles are trusted and bound (IRSA or Pod Identity)."""
     cluster_security_group_id: pulumi.Output[str]
     provider: k8s.Provider
-    workload_namespace: pulumi.Output[str]
-    """Namespace of the vLLM servers, their claims and the benchmark."""
+    system_node_selector: dict[str, str]
+    """Selects the on-demand system nodes (Karpenter, the benchmark)."""
     ready: list[pulumi.Resource]
     """What Kubernetes workloads must wait for: the control plane, nodes to run them on, DNS and
     (with Pod Identity) the agent that hands out credentials."""
@@ -135,9 +133,7 @@ class Cluster(pulumi.ComponentResource):
         )
         self.provider = k8s.Provider(f"{name}-k8s", kubeconfig=self.kubeconfig, enable_server_side_apply=True,
                                      opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster]))
+        self.system_node_selector = dict(SYSTEM_NODE_LABEL)
         self.ready = [cluster, system_nodes, *addons]
-        namespace = k8s.core.v1.Namespace(f"{name}-workloads", metadata={"name": WORKLOAD_NAMESPACE},
-                                          opts=pulumi.ResourceOptions(parent=self, provider=self.provider, depends_on=self.ready))
-        self.workload_namespace = namespace.metadata.name
         self.register_outputs({"clusterName": self.name, "kubeconfig": self.kubeconfig,
                                "oidcProviderArn": self.oidc_provider_arn})

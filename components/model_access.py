@@ -6,6 +6,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from .handle import ClusterHandle
+
 SECRET_NAME = "hugging-face"
 TOKEN_KEY = "token"
 
@@ -14,8 +16,8 @@ TOKEN_KEY = "token"
 class ModelAccessArgs:
     token: pulumi.Output[str]
     """A Pulumi secret; it stays one end to end (state, plan output, pod env via secretKeyRef)."""
+    cluster: ClusterHandle
     namespace: pulumi.Input[str]
-    provider: k8s.Provider
 
 
 class ModelAccess(pulumi.ComponentResource):
@@ -29,7 +31,7 @@ class ModelAccess(pulumi.ComponentResource):
             metadata={"name": SECRET_NAME, "namespace": args.namespace},
             type="Opaque",
             string_data={TOKEN_KEY: pulumi.Output.secret(args.token)},
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            opts=args.cluster.k8s_options(self),
         )
         self.secret_name = SECRET_NAME
         self.register_outputs({"secretName": SECRET_NAME})

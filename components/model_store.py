@@ -1,4 +1,5 @@
-"""The artifact bucket and the Mountpoint for S3 CSI driver that mounts it in every serving pod."""
+"""The model store: a bucket and the Mountpoint for S3 CSI driver (platform), and each pairing's
+volume onto it, mounted in every serving pod (pairing)."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from stackconfig.catalog import InstanceShape
 
+from .handle import ClusterHandle
 from .iam import deny_insecure_transport, policy_document
 from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
 from .versions import EKS_ADDON_VERSIONS
@@ -20,7 +22,8 @@ from .versions import EKS_ADDON_VERSIONS
 # pkg/driver/node/credentialprovider/provider_driver.go); the add-on cannot rename it.
 CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 CSI_NAMESPACE = "kube-system"
-VOLUME_NAME = "model-store"
+# The PersistentVolumeClaim's name inside a pairing's namespace (namespaced, so one name serves all).
+CLAIM_NAME = "model-store"
 
 
 def mount_options(region: str, shape: InstanceShape) -> list[str]:
@@ -55,32 +58,30 @@ def tls_only_bucket_policy(bucket_arn: str) -> dict:
 @dataclass(frozen=True)
 class ModelStoreArgs:
     cluster_name: str
-    region: str
     retain_on_destroy: bool
     """False: `pulumi destroy` empties and deletes the bucket. True: the bucket (compiled
     artifacts, prepared weights, benchmark results) outlives the stack."""
-    instance_shape: InstanceShape
-    """The nodes that mount the store: their bandwidth sizes Mountpoint's throughput target."""
     identity: WorkloadIdentity
-    workload_namespace: pulumi.Input[str]
-    provider: k8s.Provider
     cluster_ready: list[pulumi.Resource]
     tags: dict[str, str]
 
 
 class ModelStore(pulumi.ComponentResource):
+    """The platform's bucket and the driver that mounts it. Every pairing on the platform shares
+    it: compiled artifacts and prepared weights live under content-addressed paths, so pairings
+    that compile the same thing share it, and each pairing's results live under its own prefix."""
+
     bucket_name: pulumi.Output[str]
     bucket_arn: pulumi.Output[str]
-    claim_name: str
-    """The PersistentVolumeClaim every serving pod mounts at /var/mdl."""
-    resources: list[pulumi.Resource]
+    driver: aws.eks.Addon
 
     def __init__(self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:storage:ModelStore", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         bucket = aws.s3.Bucket(
             name,
-            bucket_prefix=f"{args.cluster_name}-models-"[:37],
+            # bucket_prefix allows 37 characters (pulumi_aws s3.Bucket docs); the provider appends a unique suffix.
+            bucket_prefix=f"{args.cluster_name[:29]}-models-",
             force_destroy=not args.retain_on_destroy,
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain_on_destroy),
         )
@@ -102,7 +103,7 @@ class ModelStore(pulumi.ComponentResource):
             policy=bucket.arn.apply(bucket_access_policy),
             tags=args.tags,
         ), opts=child)
-        addon = aws.eks.Addon(
+        self.driver = aws.eks.Addon(
             f"{name}-csi",
             cluster_name=args.cluster_name,
             addon_name="aws-mountpoint-s3-csi-driver",
@@ -120,33 +121,57 @@ class ModelStore(pulumi.ComponentResource):
             configuration_values=json.dumps({"node": {"tolerateAllTaints": True}}),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.cluster_ready, csi_role]),
         )
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[addon])
+        self.bucket_name = bucket.id
+        self.bucket_arn = bucket.arn
+        self.register_outputs({"bucketName": self.bucket_name})
+
+
+@dataclass(frozen=True)
+class ModelVolumeArgs:
+    cluster: ClusterHandle
+    namespace: pulumi.Input[str]
+    volume_name: str
+    """The PersistentVolume's name: cluster-scoped, so derived from the pairing."""
+    instance_shape: InstanceShape
+    """The nodes that mount the store: their bandwidth sizes Mountpoint's throughput target."""
+
+
+class ModelVolume(pulumi.ComponentResource):
+    """A pairing's static PersistentVolume onto the platform's bucket, and its claim."""
+
+    claim_name: str
+    """The PersistentVolumeClaim every serving pod of the pairing mounts at /var/mdl."""
+    claim: k8s.core.v1.PersistentVolumeClaim
+
+    def __init__(self, name: str, args: ModelVolumeArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sdtrn2:storage:ModelVolume", name, None, opts)
+        # Until the platform/pairing split these were children of the ModelStore component.
+        previous_parent = pulumi.Alias(parent=pulumi.create_urn("model-store", "sdtrn2:storage:ModelStore"))
+        bucket = args.cluster.model_bucket
         volume = k8s.core.v1.PersistentVolume(
-            f"{name}-pv",
-            metadata={"name": VOLUME_NAME},
+            "model-store-pv",
+            metadata={"name": args.volume_name},
             spec={
                 "capacity": {"storage": "10Ti"},  # required by the API, ignored by Mountpoint
                 "accessModes": ["ReadWriteMany"],
                 "storageClassName": "",
                 "persistentVolumeReclaimPolicy": "Retain",
-                "mountOptions": mount_options(args.region, args.instance_shape),
+                "mountOptions": mount_options(args.cluster.region, args.instance_shape),
                 "csi": {
                     "driver": "s3.csi.aws.com",
-                    "volumeHandle": bucket.id.apply(lambda b: f"s3-{b}"),
-                    "volumeAttributes": {"bucketName": bucket.id},
+                    # Unique across the cluster's PVs: one per pairing onto the same bucket.
+                    "volumeHandle": pulumi.Output.concat("s3-", bucket, "-", args.volume_name),
+                    "volumeAttributes": {"bucketName": bucket},
                 },
             },
-            opts=k8s_opts,
+            opts=args.cluster.k8s_options(self, aliases=[previous_parent]),
         )
-        claim = k8s.core.v1.PersistentVolumeClaim(
-            f"{name}-pvc",
-            metadata={"name": VOLUME_NAME, "namespace": args.workload_namespace},
-            spec={"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": VOLUME_NAME,
+        self.claim = k8s.core.v1.PersistentVolumeClaim(
+            "model-store-pvc",
+            metadata={"name": CLAIM_NAME, "namespace": args.namespace},
+            spec={"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": args.volume_name,
                   "resources": {"requests": {"storage": "10Ti"}}},
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[volume]),
+            opts=args.cluster.k8s_options(self, depends_on=[volume], aliases=[previous_parent]),
         )
-        self.bucket_name = bucket.id
-        self.bucket_arn = bucket.arn
-        self.claim_name = VOLUME_NAME
-        self.resources = [claim, volume, addon]
-        self.register_outputs({"bucketName": self.bucket_name, "claimName": self.claim_name})
+        self.claim_name = CLAIM_NAME
+        self.register_outputs({"volumeName": args.volume_name, "claimName": self.claim_name})

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .trn2_nodes import NEURON_TOLERATION
+from .handle import NEURON_TOLERATION, ClusterHandle
 from .versions import NEURON_HELM_CHART, NEURON_HELM_CHART_VERSION
 
 # The chart renders its own Namespace (templates/dra-driver/dra-driver-namespace.yaml, named by
@@ -61,23 +61,19 @@ def claim_template_spec(devices: int, instance_type: str, logical_neuron_cores: 
 
 @dataclass(frozen=True)
 class NeuronDraArgs:
-    device_group_sizes: tuple[int, ...]
-    instance_type: str
-    logical_neuron_cores: int
-    workload_namespace: pulumi.Input[str]
     provider: k8s.Provider
     cluster_ready: list[pulumi.Resource]
 
 
 class NeuronDra(pulumi.ComponentResource):
-    claim_templates: dict[int, str]
-    """Device-group size -> ResourceClaimTemplate name."""
-    resources: list[pulumi.Resource]
-    """What a pod claiming devices must wait for (and be deleted before)."""
+    """The Neuron DRA driver (platform): publishes each trn2 node's devices as ResourceSlices
+    and creates the DeviceClass the pairings' claims name."""
+
+    release: k8s.helm.v3.Release
 
     def __init__(self, name: str, args: NeuronDraArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:neuron:NeuronDra", name, None, opts)
-        release = k8s.helm.v3.Release(
+        self.release = k8s.helm.v3.Release(
             name,
             name="neuron-dra-driver",
             namespace=RELEASE_NAMESPACE,
@@ -93,17 +89,37 @@ class NeuronDra(pulumi.ComponentResource):
             },
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.cluster_ready),
         )
-        self.claim_templates = {}
-        self.resources = [release]
+        self.register_outputs({"release": self.release.name})
+
+
+@dataclass(frozen=True)
+class ClaimTemplatesArgs:
+    cluster: ClusterHandle
+    namespace: str
+    device_group_sizes: tuple[int, ...]
+    instance_type: str
+    logical_neuron_cores: int
+
+
+class ClaimTemplates(pulumi.ComponentResource):
+    """A pairing's ResourceClaimTemplates: one per device-group size its variants use."""
+
+    names: dict[int, str]
+    """Device-group size -> ResourceClaimTemplate name."""
+    templates: list[pulumi.Resource]
+
+    def __init__(self, name: str, args: ClaimTemplatesArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sdtrn2:neuron:ClaimTemplates", name, None, opts)
+        # Until the platform/pairing split these were children of the NeuronDra component.
+        previous_parent = pulumi.Alias(parent=pulumi.create_urn("neuron-dra", "sdtrn2:neuron:NeuronDra"))
+        self.names, self.templates = {}, []
         for devices in args.device_group_sizes:
             template_name = claim_template_name(devices)
-            template = k8s.resource.v1.ResourceClaimTemplate(
-                f"{name}-{template_name}",
-                metadata={"name": template_name, "namespace": args.workload_namespace,
-                          "labels": {"sd-trn2/devices": str(devices)}},
+            self.templates.append(k8s.resource.v1.ResourceClaimTemplate(
+                f"neuron-dra-{template_name}",
+                metadata={"name": template_name, "namespace": args.namespace, "labels": {"sd-trn2/devices": str(devices)}},
                 spec=claim_template_spec(devices, args.instance_type, args.logical_neuron_cores),
-                opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[release]),
-            )
-            self.claim_templates[devices] = template_name
-            self.resources.append(template)
-        self.register_outputs({"claimTemplates": {str(k): v for k, v in self.claim_templates.items()}})
+                opts=args.cluster.k8s_options(self, aliases=[previous_parent]),
+            ))
+            self.names[devices] = template_name
+        self.register_outputs({"claimTemplates": {str(k): v for k, v in self.names.items()}})

@@ -9,6 +9,7 @@ import pulumi_kubernetes as k8s
 
 from stackconfig import StackSpec
 
+from .handle import ClusterHandle
 from .vllm_variant import VllmVariant, VllmVariantArgs
 
 SERVE_SCRIPT = Path(__file__).parent / "scripts" / "serve.sh"
@@ -17,16 +18,19 @@ SERVE_SCRIPT = Path(__file__).parent / "scripts" / "serve.sh"
 @dataclass(frozen=True)
 class ServingArgs:
     spec: StackSpec
+    cluster: ClusterHandle
     namespace: pulumi.Input[str]
+    node_labels: dict[str, str]
+    """The pairing's own trn2 nodes (Trn2Nodes.node_labels)."""
     claim_templates: dict[int, str]
     model_store_claim: str
     token_secret: str | None
-    provider: k8s.Provider
     depends_on: list[pulumi.Resource]
+    """Node pool, claim templates, volume claim, secret: the servers go before them on destroy."""
 
 
 class Serving(pulumi.ComponentResource):
-    endpoints: dict[str, pulumi.Output[str]]
+    endpoints: dict[str, str]
 
     def __init__(self, name: str, args: ServingArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:serving:Serving", name, None, opts)
@@ -34,19 +38,21 @@ class Serving(pulumi.ComponentResource):
             f"{name}-script",
             metadata={"name": "vllm-serve", "namespace": args.namespace},
             data={"serve.sh": SERVE_SCRIPT.read_text()},
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            opts=args.cluster.k8s_options(self),
         )
         self.endpoints = {}
         for variant in args.spec.variants:
             server = VllmVariant(f"{name}-{variant.name}", VllmVariantArgs(
                 variant=variant,
+                cluster=args.cluster,
                 namespace=args.namespace,
+                namespace_name=args.spec.namespace,
+                node_labels=args.node_labels,
                 instance_type=args.spec.capacity.instance_type,
                 claim_template=args.claim_templates[variant.devices],
                 model_store_claim=args.model_store_claim,
                 script_config_map=script.metadata.name,
                 token_secret=args.token_secret,
-                provider=args.provider,
                 depends_on=args.depends_on,
             ), opts=pulumi.ResourceOptions(parent=self))
             self.endpoints[variant.name] = server.endpoint

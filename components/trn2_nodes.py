@@ -8,14 +8,12 @@ import pulumi_kubernetes as k8s
 
 from stackconfig.model import CapacitySettings
 
-NEURON_TAINT = {"key": "aws.amazon.com/neuron", "effect": "NoSchedule"}
-NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
-TRN2_NODE_LABEL = {"sd-trn2/node-role": "trn2"}
+from .handle import PAIRING_LABEL, ClusterHandle
 
 
-def ec2_node_class_spec(cluster_name: str, node_role_name: pulumi.Input[str], capacity: CapacitySettings,
+def ec2_node_class_spec(cluster_name: pulumi.Input[str], node_role_name: pulumi.Input[str], capacity: CapacitySettings,
                         tags: dict[str, str]) -> dict:
-    """Plain data with the role name as its only Output leaf, so `pulumi preview` shows it."""
+    """Plain data with Outputs only at the leaves (role, cluster name), so `pulumi preview` shows it."""
     discovery = {"tags": {"karpenter.sh/discovery": cluster_name}}
     spec = {
         "role": node_role_name,
@@ -45,19 +43,20 @@ def ec2_node_class_spec(cluster_name: str, node_role_name: pulumi.Input[str], ca
     return spec
 
 
-def node_pool_spec(node_class_name: str, capacity: CapacitySettings, node_count: int) -> dict:
+def node_pool_spec(node_class_name: str, capacity: CapacitySettings, node_count: int, labels: dict[str, str],
+                   taint: dict[str, str]) -> dict:
     return {
         # Static capacity: Karpenter keeps exactly this many nodes, whatever the pods ask for.
         "replicas": node_count,
         "template": {
-            "metadata": {"labels": TRN2_NODE_LABEL},
+            "metadata": {"labels": labels},
             "spec": {
                 "nodeClassRef": {"group": "karpenter.k8s.aws", "kind": "EC2NodeClass", "name": node_class_name},
                 "requirements": [
                     {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": [capacity.instance_type]},
                     {"key": "karpenter.sh/capacity-type", "operator": "In", "values": [capacity.capacity_type]},
                 ],
-                "taints": [NEURON_TAINT],
+                "taints": [taint],
                 # Replacing a node throws away its weight cache; nodes live as long as the stack.
                 "expireAfter": "Never",
             },
@@ -69,36 +68,41 @@ def node_pool_spec(node_class_name: str, capacity: CapacitySettings, node_count:
 
 @dataclass(frozen=True)
 class Trn2NodesArgs:
-    cluster_name: str
-    node_role_name: pulumi.Input[str]
+    cluster: ClusterHandle
+    """The platform: node role, discovery tag, provider; its Karpenter must outlive these objects
+    on destroy so its finalizers can terminate the instances (the handle's readiness)."""
+    name: str
+    """The EC2NodeClass and NodePool name: cluster-scoped, so derived from the pairing."""
+    pairing: str
+    """The pairing's slug, on its nodes as the PAIRING_LABEL."""
     capacity: CapacitySettings
     node_count: int
     tags: dict[str, str]
-    provider: k8s.Provider
-    karpenter: list[pulumi.Resource]
-    """The Karpenter CRD and controller releases: these objects need the CRDs, and the
-    controller must outlive them on destroy so its finalizers can terminate the instances."""
 
 
 class Trn2Nodes(pulumi.ComponentResource):
     node_pool: k8s.apiextensions.CustomResource
+    node_labels: dict[str, str]
+    """What the pairing's pods select: its own trn2 nodes and no other pairing's."""
 
     def __init__(self, name: str, args: Trn2NodesArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:capacity:Trn2Nodes", name, None, opts)
+        cluster = args.cluster
+        self.node_labels = {**cluster.trn2_node_label, PAIRING_LABEL: args.pairing}
         node_class = k8s.apiextensions.CustomResource(
             f"{name}-nodeclass",
             api_version="karpenter.k8s.aws/v1",
             kind="EC2NodeClass",
-            metadata={"name": name},
-            spec=ec2_node_class_spec(args.cluster_name, args.node_role_name, args.capacity, args.tags),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.karpenter),
+            metadata={"name": args.name},
+            spec=ec2_node_class_spec(cluster.name, cluster.node_role_name, args.capacity, args.tags),
+            opts=cluster.k8s_options(self),
         )
         self.node_pool = k8s.apiextensions.CustomResource(
             f"{name}-nodepool",
             api_version="karpenter.sh/v1",
             kind="NodePool",
-            metadata={"name": name},
-            spec=node_pool_spec(name, args.capacity, args.node_count),
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=[*args.karpenter, node_class]),
+            metadata={"name": args.name},
+            spec=node_pool_spec(args.name, args.capacity, args.node_count, self.node_labels, cluster.neuron_taint),
+            opts=cluster.k8s_options(self, depends_on=[node_class]),
         )
-        self.register_outputs({"nodePool": name, "nodes": args.node_count})
+        self.register_outputs({"nodePool": args.name, "nodes": args.node_count})

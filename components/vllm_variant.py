@@ -15,9 +15,9 @@ import pulumi_kubernetes as k8s
 from stackconfig.catalog import INSTANCE_SHAPES, MODELS
 from stackconfig.model import MODEL_STORE_MOUNT_PATH, Variant
 
+from .handle import ClusterHandle
 from .model_access import token_env
 from .neuron_dra import CLAIM_REQUEST
-from .trn2_nodes import NEURON_TOLERATION, TRN2_NODE_LABEL
 
 VLLM_PORT = 8000
 NODE_CACHE_MOUNT = "/node-cache"
@@ -25,6 +25,16 @@ SCRIPT_MOUNT = "/opt/sd-trn2"
 # Kept off the trn2 node's allocatable for kubelet, the DRA/CSI/CNI daemons and headroom.
 NODE_RESERVED_VCPUS = 8
 NODE_MEMORY_USABLE = 0.9
+
+
+def endpoint(variant: Variant, namespace: str) -> str:
+    """The variant's OpenAI-compatible base URL inside the cluster: plain data, from names the
+    config derives (Service vllm-<variant> in the pairing's namespace)."""
+    return f"http://{workload_name(variant)}.{namespace}.svc.cluster.local:{VLLM_PORT}/v1"
+
+
+def workload_name(variant: Variant) -> str:
+    return f"vllm-{variant.name}"
 
 
 def model_reference(variant: Variant) -> str:
@@ -91,14 +101,17 @@ def labels(variant: Variant) -> dict[str, str]:
     return {"app.kubernetes.io/name": "vllm", "sd-trn2/variant": variant.name, "sd-trn2/role": variant.role}
 
 
-def pod_spec(variant: Variant, *, instance_type: str, claim_template: str, model_store_claim: str,
-             node_cache_path: str, script_config_map: str, token_secret: str | None) -> dict:
+def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[str, str], instance_type: str,
+             claim_template: str,
+             model_store_claim: str, node_cache_path: str, script_config_map: pulumi.Input[str],
+             token_secret: str | None) -> dict:
+    """Plain data with Outputs only at the leaves (the script ConfigMap's name)."""
     probe = {"httpGet": {"path": "/health", "port": VLLM_PORT}}
     budget = startup_budget_seconds(variant)
     requests = resource_requests(variant, instance_type)
     return {
-        "nodeSelector": TRN2_NODE_LABEL,
-        "tolerations": [NEURON_TOLERATION],
+        "nodeSelector": node_labels,
+        "tolerations": [toleration],
         "resourceClaims": [{"name": CLAIM_REQUEST, "resourceClaimTemplateName": claim_template}],
         "terminationGracePeriodSeconds": 60,
         "containers": [{
@@ -132,30 +145,34 @@ def pod_spec(variant: Variant, *, instance_type: str, claim_template: str, model
 @dataclass(frozen=True)
 class VllmVariantArgs:
     variant: Variant
+    cluster: ClusterHandle
     namespace: pulumi.Input[str]
+    """The Workspace's namespace Output: objects wait for it."""
+    namespace_name: str
+    """The same name as plain data, for the endpoint."""
+    node_labels: dict[str, str]
     instance_type: str
     claim_template: str
     model_store_claim: str
     script_config_map: pulumi.Input[str]
     token_secret: str | None
-    provider: k8s.Provider
     depends_on: list[pulumi.Resource]
     """Node pool, claim templates, volume, secret: the Deployment goes before them on destroy."""
 
 
 class VllmVariant(pulumi.ComponentResource):
-    endpoint: pulumi.Output[str]
+    endpoint: str
     """OpenAI-compatible base URL inside the cluster."""
 
     def __init__(self, name: str, args: VllmVariantArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:serving:VllmVariant", name, None, opts)
         variant = args.variant
-        workload = f"vllm-{variant.name}"
-        k8s_opts = pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.depends_on)
-        spec = pulumi.Output.from_input(args.script_config_map).apply(lambda config_map: pod_spec(
-            variant, instance_type=args.instance_type, claim_template=args.claim_template,
-            model_store_claim=args.model_store_claim, node_cache_path=variant.serving.node_cache_path,
-            script_config_map=config_map, token_secret=args.token_secret))
+        workload = workload_name(variant)
+        spec = pod_spec(variant, node_labels=args.node_labels, toleration=args.cluster.neuron_toleration,
+                        instance_type=args.instance_type,
+                        claim_template=args.claim_template, model_store_claim=args.model_store_claim,
+                        node_cache_path=variant.serving.node_cache_path, script_config_map=args.script_config_map,
+                        token_secret=args.token_secret)
         k8s.apps.v1.Deployment(
             name,
             metadata={
@@ -171,15 +188,14 @@ class VllmVariant(pulumi.ComponentResource):
                 "selector": {"matchLabels": labels(variant)},
                 "template": {"metadata": {"labels": labels(variant)}, "spec": spec},
             },
-            opts=k8s_opts,
+            opts=args.cluster.k8s_options(self, depends_on=args.depends_on),
         )
-        service = k8s.core.v1.Service(
+        k8s.core.v1.Service(
             f"{name}-svc",
             metadata={"name": workload, "namespace": args.namespace, "labels": labels(variant)},
             spec={"type": "ClusterIP", "selector": labels(variant),
                   "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http"}]},
-            opts=pulumi.ResourceOptions(parent=self, provider=args.provider),
+            opts=args.cluster.k8s_options(self),
         )
-        self.endpoint = pulumi.Output.concat("http://", service.metadata.name, ".", service.metadata.namespace,
-                                             f".svc.cluster.local:{VLLM_PORT}/v1")
+        self.endpoint = endpoint(variant, args.namespace_name)
         self.register_outputs({"endpoint": self.endpoint, "artifactPath": variant.artifact_path})

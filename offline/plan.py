@@ -15,7 +15,7 @@ from pathlib import Path
 import pulumi
 import yaml
 
-from stackconfig import ConfigError, StackSpec
+from stackconfig import ConfigError, PlatformSpec, StackSpec
 
 from .engine import Recording
 from .stacks import ROOT, load_stack, run_stack, stack_names
@@ -36,9 +36,20 @@ def write_plan(recording: Recording, out_dir: Path) -> None:
         (manifests / filename).write_text(yaml.safe_dump(manifest, sort_keys=False, width=120))
 
 
-def summary(spec: StackSpec, recording: Recording, notes: list[str]) -> str:
-    lines = [f"Plan for stack {spec.stack} (project {spec.project}, cluster {spec.cluster_name})", ""]
-    lines.append("Derived sizes:")
+def platform_lines(platform: PlatformSpec, reference: str | None) -> list[str]:
+    cluster = platform.cluster
+    zones = ", ".join(cluster.availability_zones) or f"{cluster.availability_zone_count} offering {platform.instance_type}"
+    where = f"shared platform {reference}" if reference else "this stack"
+    return ["Platform:",
+            f"  built by           {where}",
+            f"  cluster            {platform.cluster_name} (Kubernetes {cluster.kubernetes_version}, {platform.region})",
+            f"  zones              {zones}",
+            f"  workload identity  {cluster.workload_identity}"]
+
+
+def pairing_lines(spec: StackSpec) -> list[str]:
+    lines = ["Pairing:", f"  namespace          {spec.namespace}", f"  node pool          {spec.node_pool_name}", "",
+             "Derived sizes:"]
     shape = spec.capacity.shape
     lines.append(f"  instance type      {spec.capacity.instance_type} ({shape.neuron_devices} devices, {spec.capacity.capacity_type})")
     lines.append(f"  trn2 nodes         {spec.node_count} (all {len(spec.variants)} variants served at once)")
@@ -54,6 +65,16 @@ def summary(spec: StackSpec, recording: Recording, notes: list[str]) -> str:
         if v.is_speculative and v.draft_max_model_len and v.draft_max_model_len < v.serving.max_model_len:
             lines.append(f"    note             draft compiled for {v.draft_max_model_len} tokens < maxModelLen "
                          f"{v.serving.max_model_len}: longer requests fail on this variant")
+    return lines
+
+
+def summary(spec: StackSpec | PlatformSpec, recording: Recording, notes: list[str]) -> str:
+    kind = "platform" if isinstance(spec, PlatformSpec) else ("shared pairing" if spec.shared else "standalone pairing")
+    lines = [f"Plan for stack {spec.stack} (project {spec.project}, {kind})", ""]
+    if isinstance(spec, PlatformSpec):
+        lines += platform_lines(spec, None)
+    else:
+        lines += platform_lines(spec.platform, spec.platform_reference) + [""] + pairing_lines(spec)
     components = [r for r in recording.resources if r.type.startswith("sdtrn2:")]
     lines += ["", f"Components ({len(components)}):"]
     lines += [f"  {r.type:<40} {r.name}" for r in sorted(components, key=lambda r: (r.type, r.name))]

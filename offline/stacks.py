@@ -2,30 +2,31 @@
 from __future__ import annotations
 
 import copy
+import functools
 import runpy
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from stackconfig import HUGGING_FACE_TOKEN_KEY, ConfigError, PlatformSpec, StackSpec, parse_stack_config
+from stackconfig.source import StackFiles
 
-from stackconfig import HUGGING_FACE_TOKEN_KEY, ConfigError, StackSpec, parse_stack_config
-
-from .engine import Recording, run_program
+from .engine import Recording, StackOutputs, run_program
 
 ROOT = Path(__file__).resolve().parent.parent
-PROJECT = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["name"]
-STACKS_DIR = ROOT / yaml.safe_load((ROOT / "Pulumi.yaml").read_text())["stackConfigDir"]
+FILES = StackFiles(ROOT)
+PROJECT = FILES.project
+STACKS_DIR = FILES.directory
 OFFLINE_TOKEN_PLACEHOLDER = "hf_offline_plan_placeholder"
 
 
 def stack_names() -> list[str]:
-    return sorted(p.name[len("Pulumi."):-len(".yaml")] for p in STACKS_DIR.glob("Pulumi.*.yaml"))
+    return FILES.names()
 
 
 @dataclass
 class StackInput:
-    """A stack's config as "project:key" -> value, plus what the offline run substituted."""
+    """A stack's config as "namespace:key" -> value, plus what the offline run substituted."""
 
     stack: str
     config: dict[str, Any]
@@ -36,8 +37,8 @@ class StackInput:
         prefix = f"{PROJECT}:"
         return {k[len(prefix):]: v for k, v in self.config.items() if k.startswith(prefix)}
 
-    def spec(self) -> StackSpec:
-        return parse_stack_config(PROJECT, self.stack, self.config)
+    def spec(self) -> StackSpec | PlatformSpec:
+        return parse_stack_config(PROJECT, self.stack, self.config, read_stack=FILES.config)
 
 
 def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInput:
@@ -47,10 +48,7 @@ def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInpu
     token is usually not committed; the offline run uses a placeholder secret for the Hugging
     Face token and records a note saying so. The program itself always requires the token.
     """
-    path = STACKS_DIR / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        raise FileNotFoundError(f"no stack file {path.relative_to(ROOT)}; stacks: {', '.join(stack_names())}")
-    config = copy.deepcopy((yaml.safe_load(path.read_text()) or {}).get("config") or {})
+    config = copy.deepcopy(FILES.config(stack))
     for key, value in (overrides or {}).items():
         if value is None:
             config.pop(key, None)
@@ -58,11 +56,11 @@ def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInpu
             config[key] = value
     token_key = f"{PROJECT}:{HUGGING_FACE_TOKEN_KEY}"
     stack_input = StackInput(stack=stack, config=config)
-    for key, value in list(config.items()):
-        if isinstance(value, dict) and "secure" in value:
-            config[key] = OFFLINE_TOKEN_PLACEHOLDER if key == token_key else "[encrypted]"
-            stack_input.secret_keys.append(key)
-            stack_input.notes.append(f"{key} is encrypted in the stack file; the offline plan uses a placeholder")
+    encrypted = [k for k, v in config.items() if v is None and k not in (overrides or {})]
+    for key in encrypted:
+        config[key] = OFFLINE_TOKEN_PLACEHOLDER if key == token_key else "[encrypted]"
+        stack_input.secret_keys.append(key)
+        stack_input.notes.append(f"{key} is encrypted in the stack file; the offline plan uses a placeholder")
     if token_key not in config and _needs_token(stack, config):
         config[token_key] = OFFLINE_TOKEN_PLACEHOLDER
         stack_input.secret_keys.append(token_key)
@@ -77,17 +75,33 @@ def _needs_token(stack: str, config: dict[str, Any]) -> bool:
     """Whether the stack serves a gated model (judged with a stand-in token, so that only
     genuine config problems remain for the real parse to report)."""
     try:
-        return parse_stack_config(PROJECT, stack, {**config, f"{PROJECT}:{HUGGING_FACE_TOKEN_KEY}": "x"}).requires_hugging_face_token
+        spec = parse_stack_config(PROJECT, stack, {**config, f"{PROJECT}:{HUGGING_FACE_TOKEN_KEY}": "x"},
+                                  read_stack=FILES.config)
     except ConfigError:
         return False
+    return isinstance(spec, StackSpec) and spec.requires_hugging_face_token
 
 
-def run_stack(stack_input: StackInput) -> Recording:
-    """Run __main__.py exactly as `pulumi up` would, against the recording engine."""
+def run_stack(stack_input: StackInput, preview: bool = False) -> Recording:
+    """Run __main__.py exactly as `pulumi up` (or `pulumi preview`) would, against the recording
+    engine. A shared pairing's StackReference reads the outputs of its platform's offline plan."""
+    spec = stack_input.spec()
+    references = {}
+    if isinstance(spec, StackSpec) and spec.shared:
+        platform_stack = spec.platform_reference.rsplit("/", 1)[-1]
+        references[spec.platform_reference] = _platform_outputs(platform_stack)
     return run_program(
         PROJECT,
         stack_input.stack,
         stack_input.config,
         stack_input.secret_keys,
         lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__"),
+        references=references,
     )
+
+
+@functools.lru_cache(maxsize=None)
+def _platform_outputs(stack: str) -> StackOutputs:
+    """A platform stack's outputs as a deployed one would hold them (its offline plan's)."""
+    recording = run_stack(load_stack(stack))
+    return StackOutputs(recording.raw_outputs, recording.secret_output_names)

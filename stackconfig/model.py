@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from .catalog import INSTANCE_SHAPES, MODELS, InstanceShape
+from .naming import prefixed, slug, stack_slug
 
 Role = Literal["baseline", "sd"]
 Quantization = Literal["none", "fp8"]
@@ -23,11 +23,6 @@ no method is given), "eagle" for an EAGLE head (FACTS.md, "vLLM on Neuron")."""
 
 # Mountpoint for S3 is mounted at the same path as in the sample (seed 000).
 MODEL_STORE_MOUNT_PATH = "/var/mdl"
-
-
-def slug(text: str) -> str:
-    """A lowercase DNS-label-safe form of a model id or stack name ("Qwen/Qwen3-1.7B" -> "qwen3-1-7b")."""
-    return re.sub(r"[^a-z0-9]+", "-", text.rsplit("/", 1)[-1].lower()).strip("-")
 
 
 @dataclass(frozen=True)
@@ -200,27 +195,82 @@ class BenchmarkSettings:
 
 
 @dataclass(frozen=True)
-class StackSpec:
+class PlatformSpec:
+    """What a cluster is built from: network, EKS, identity, the model store. A standalone stack
+    builds its own; a shared pairing reads its platform stack's."""
+
     project: str
     stack: str
     region: str
     """aws:region, validated against the regions botocore knows for EKS."""
     cluster: ClusterSettings
+    instance_type: str
+    """The accelerator instance type the network's zones are chosen for."""
+    retain_model_store: bool
+    """False: `pulumi destroy` empties and deletes the bucket. True: it outlives the stack."""
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def cluster_name(self) -> str:
+        return prefixed(self.stack)
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """A model pairing: its capacity, servers and benchmark, on a platform of its own
+    (standalone) or on a shared platform stack (`platform: org/project/stack`)."""
+
+    project: str
+    stack: str
+    region: str
+    platform: PlatformSpec
+    platform_reference: str | None
+    """"org/project/stack" of the shared platform; None when the stack is its own platform."""
     capacity: CapacitySettings
     serving: ServingSettings
     variants: tuple[Variant, ...]
     benchmark: BenchmarkSettings
-    retain_model_store: bool
     tags: dict[str, str] = field(default_factory=dict)
 
     @property
-    def name(self) -> str:
-        """Prefix for cloud resource names: the stack name made DNS-safe."""
-        return slug(self.stack)
+    def shared(self) -> bool:
+        return self.platform_reference is not None
+
+    @property
+    def cluster(self) -> ClusterSettings:
+        return self.platform.cluster
 
     @property
     def cluster_name(self) -> str:
-        return f"sd-{self.name}"
+        return self.platform.cluster_name
+
+    @property
+    def retain_model_store(self) -> bool:
+        return self.platform.retain_model_store
+
+    @property
+    def name(self) -> str:
+        """The pairing's slug: injective over stack names (stackconfig/naming.py)."""
+        return stack_slug(self.stack)
+
+    @property
+    def namespace(self) -> str:
+        """The pairing's own namespace: servers, claims, volume claim, secret, benchmark."""
+        return prefixed(self.stack)
+
+    @property
+    def node_pool_name(self) -> str:
+        """Name of the pairing's EC2NodeClass and NodePool (cluster-scoped)."""
+        return prefixed(self.stack)
+
+    @property
+    def volume_name(self) -> str:
+        """Name of the pairing's PersistentVolume onto the model store (cluster-scoped)."""
+        return f"{prefixed(self.stack)}-model-store"
+
+    @property
+    def dashboard_name(self) -> str:
+        return f"{prefixed(self.stack)}-llmperf"
 
     @property
     def device_group_sizes(self) -> tuple[int, ...]:

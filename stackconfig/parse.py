@@ -26,11 +26,12 @@ from .model import (
     BenchmarkSettings,
     CapacitySettings,
     ClusterSettings,
+    PlatformSpec,
     ServingSettings,
     StackSpec,
     Variant,
-    slug,
 )
+from .naming import name_problems, stack_slug
 
 HUGGING_FACE_TOKEN_KEY = "huggingFaceToken"
 
@@ -142,53 +143,154 @@ class _Section:
         )
 
 
-TOP_LEVEL_KEYS = {"cluster", "capacity", "serving", "variants", "benchmark", "modelStore", "tags", HUGGING_FACE_TOKEN_KEY}
+STACK_KINDS = ("pairing", "platform")
+PLATFORM_KEYS = {"stackKind", "cluster", "capacity", "modelStore", "tags"}
+"""A platform stack: the cluster and what every pairing on it shares."""
+PAIRING_KEYS = {"stackKind", "platform", "cluster", "capacity", "serving", "variants", "benchmark", "modelStore", "tags",
+                HUGGING_FACE_TOKEN_KEY}
+PLATFORM_OWNED = ("cluster", "modelStore")
+"""Keys a shared pairing must leave to its platform stack."""
+CLUSTER_KEYS = {"kubernetesVersion", "systemNodeInstanceType", "systemNodeCount", "vpcCidr", "availabilityZoneCount",
+                "availabilityZones", "workloadIdentity"}
+CAPACITY_KEYS = {"instanceType", "capacityType", "reservationIds", "amiAlias", "rootVolumeGiB"}
+_PLATFORM_REFERENCE = re.compile(r"^(?P<org>[A-Za-z0-9_.-]+)/(?P<project>[A-Za-z0-9_.-]+)/(?P<stack>[A-Za-z0-9_.-]+)$")
+
+PlatformConfigReader = Callable[[str], Mapping[str, Any]]
+"""Reads a stack file of this project by stack name: "namespace:key" -> value. Raises
+FileNotFoundError when there is none, ConfigError when it cannot be read."""
 
 
-def parse_stack_config(project: str, stack: str, config: Mapping[str, Any]) -> StackSpec:
-    """Validate a stack's config into a StackSpec.
+def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
+                       read_stack: PlatformConfigReader | None = None) -> StackSpec | PlatformSpec:
+    """Validate a stack's config into a StackSpec (a pairing) or a PlatformSpec (`stackKind: platform`).
 
     `config` is what Pulumi hands the program: "namespace:key" -> value, structured values
-    already decoded. Raises ConfigError naming every bad key; never registers anything.
+    already decoded. A shared pairing (`platform: org/project/stack`) reads its platform's stack
+    file through `read_stack` and is checked against it. Raises ConfigError naming every bad
+    key; never registers anything.
     """
     problems: list[tuple[str, str]] = []
     raw, region = _split_namespaces(project, config, problems)
-    top = _Section("", raw, problems, TOP_LEVEL_KEYS)
-
-    capacity = _parse_capacity(_Section("capacity", raw.get("capacity"), problems, {"instanceType", "capacityType", "reservationIds", "amiAlias", "rootVolumeGiB"}))
-    cluster = _parse_cluster(_Section("cluster", raw.get("cluster"), problems, {"kubernetesVersion", "systemNodeInstanceType", "systemNodeCount", "vpcCidr", "availabilityZoneCount", "availabilityZones", "workloadIdentity"}), region, capacity)
+    kind = raw.get("stackKind", "pairing")
+    if kind not in STACK_KINDS:
+        problems.append(("stackKind", f"{kind!r} is not one of {', '.join(STACK_KINDS)}"))
+        kind = "pairing"
+    for problem in name_problems(stack):
+        problems.append(("stack name", problem))
+    top = _Section("", raw, problems, PLATFORM_KEYS if kind == "platform" else PAIRING_KEYS)
+    if kind == "platform":
+        platform = _parse_platform(top, project, stack, region, raw)
+        _raise_if(stack, problems)
+        return platform
+    reference = top.string("platform", None, pattern=_PLATFORM_REFERENCE, hint="<organization>/<project>/<stack>")
+    if reference:
+        platform = _read_platform(top, project, reference, read_stack)
+        for key in PLATFORM_OWNED:
+            if key in raw:
+                top.problem(key, f"belongs to the platform stack {reference}; set it there")
+    else:
+        platform = _parse_platform(top, project, stack, region, raw)
+    capacity = _parse_capacity(_Section("capacity", raw.get("capacity"), problems, CAPACITY_KEYS))
+    if platform is not None:
+        _check_against_platform(top, region, capacity, platform, reference)
     serving = _parse_serving(_Section("serving", raw.get("serving"), problems, {"image", "target", "devicesPerVariant", "logicalNeuronCores", "tensorParallelSize", "maxNumSeqs", "maxModelLen", "nodeCachePath"}), capacity)
     benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases", "image", "llmperfCommit", "metricsNamespace"}), stack, serving)
     variants = _resolve_baselines(_parse_variants(top, raw.get("variants"), problems, serving, benchmark), problems)
-    model_store = _Section("modelStore", raw.get("modelStore"), problems, {"retainOnDestroy"})
-    retain = model_store.boolean("retainOnDestroy", False)
-    tags = top.mapping("tags", {})
-    if tags and not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
-        top.problem("tags", "must map strings to strings")
+    tags = _tags(top)
     gated = sorted({m for v in variants for m in (v.target, v.draft) if m in MODELS and MODELS[m].gated})
     if gated and not raw.get(HUGGING_FACE_TOKEN_KEY):
         top.problem(HUGGING_FACE_TOKEN_KEY, f"is required for the gated model(s) {', '.join(gated)}: pulumi config set --secret {HUGGING_FACE_TOKEN_KEY} hf_...")
-    if problems:
-        raise ConfigError(stack, problems)
+    _raise_if(stack, problems)
 
     spec = StackSpec(
         project=project,
         stack=stack,
         region=region,
-        cluster=cluster,
+        platform=platform,
+        platform_reference=reference,
         capacity=capacity,
         serving=serving,
         variants=tuple(variants),
         benchmark=benchmark,
-        retain_model_store=retain,
-        tags=dict(tags),
+        tags=tags,
     )
     paths = [v.artifact_path for v in spec.variants]
     for path in sorted({p for p in paths if paths.count(p) > 1}):
         problems.append(("variants", f"two variants compile into the same path {path}; they would overwrite each other"))
+    _raise_if(stack, problems)
+    return spec
+
+
+def _raise_if(stack: str, problems: list[tuple[str, str]]) -> None:
     if problems:
         raise ConfigError(stack, problems)
-    return spec
+
+
+def _tags(top: _Section) -> dict[str, str]:
+    tags = top.mapping("tags", {}) or {}
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+        top.problem("tags", "must map strings to strings")
+        return {}
+    return dict(tags)
+
+
+def _parse_platform(top: _Section, project: str, stack: str, region: str, raw: Mapping[str, Any]) -> PlatformSpec:
+    """The platform part of a stack's own config (a platform stack, or a standalone pairing)."""
+    problems = top.problems
+    capacity = _Section("capacity", raw.get("capacity"), [], CAPACITY_KEYS)  # checked in full by the pairing
+    if raw.get("stackKind") == "platform":
+        capacity = _Section("capacity", raw.get("capacity"), problems, {"instanceType"})
+    model_store = _Section("modelStore", raw.get("modelStore"), problems, {"retainOnDestroy"})
+    return PlatformSpec(
+        project=project,
+        stack=stack,
+        region=region,
+        cluster=_parse_cluster(_Section("cluster", raw.get("cluster"), problems, CLUSTER_KEYS), region),
+        instance_type=capacity.string("instanceType", "trn2.48xlarge", choices=tuple(INSTANCE_SHAPES)) or "trn2.48xlarge",
+        retain_model_store=model_store.boolean("retainOnDestroy", False),
+        tags=_tags(top),
+    )
+
+
+def _read_platform(top: _Section, project: str, reference: str, read_stack: PlatformConfigReader | None) -> PlatformSpec | None:
+    """The shared platform's spec, parsed from its stack file with the same rules."""
+    match = _PLATFORM_REFERENCE.match(reference)
+    if match["project"] != project:
+        top.problem("platform", f"{reference} is a stack of project {match['project']!r}; a platform must be a stack of {project!r}")
+        return None
+    platform_stack = match["stack"]
+    if read_stack is None:
+        top.problem("platform", "shared pairings need the platform's stack file, and none can be read here")
+        return None
+    try:
+        platform = parse_stack_config(project, platform_stack, read_stack(platform_stack))
+    except FileNotFoundError as error:
+        top.problem("platform", f"{reference}: {error}")
+        return None
+    except ConfigError as error:
+        top.problem("platform", f"{reference} has configuration problems of its own: "
+                                + "; ".join(f"{key}: {message}" for key, message in error.problems))
+        return None
+    if not isinstance(platform, PlatformSpec):
+        top.problem("platform", f"{reference} is a pairing stack; set `sd-trn2:stackKind: platform` in the platform's stack file")
+        return None
+    return platform
+
+
+def _check_against_platform(top: _Section, region: str, capacity: CapacitySettings, platform: PlatformSpec,
+                            reference: str | None) -> None:
+    """What a pairing needs from the platform it runs on."""
+    where = f"the platform {reference}" if reference else "this stack"
+    if reference and region and platform.region != region:
+        top.problem(REGION_KEY, f"{region} differs from {where}'s {platform.region}; a pairing runs in its platform's region")
+    if reference and capacity.instance_type != platform.instance_type:
+        top.problem("capacity.instanceType", f"{capacity.instance_type} differs from {platform.instance_type}, the instance type "
+                                             f"{where}'s zones were chosen for; set capacity.instanceType there")
+    if capacity.reservation_ids and not platform.cluster.availability_zones:
+        # A reservation launches only in its own AZ, and Karpenter only into the subnets the
+        # network created: the AZ must be named so the network includes it (make preflight checks it).
+        key = "capacity.reservationIds" if reference else "cluster.availabilityZones"
+        top.problem(key, f"a capacity reservation needs {where}'s cluster.availabilityZones to list its availability zone")
 
 
 def _split_namespaces(project: str, config: Mapping[str, Any], problems: list[tuple[str, str]]) -> tuple[dict[str, Any], str]:
@@ -212,7 +314,7 @@ def _split_namespaces(project: str, config: Mapping[str, Any], problems: list[tu
     return raw, region if isinstance(region, str) else ""
 
 
-def _parse_cluster(s: _Section, region: str, capacity: CapacitySettings) -> ClusterSettings:
+def _parse_cluster(s: _Section, region: str) -> ClusterSettings:
     version = s.string("kubernetesVersion", "1.34", pattern=re.compile(r"^1\.\d+$"), hint='a "1.N" version')
     if version and tuple(int(p) for p in version.split(".")) < MIN_KUBERNETES_VERSION:
         s.problem("kubernetesVersion", f"{version} is below 1.34, the first version the Neuron DRA driver supports")
@@ -227,10 +329,6 @@ def _parse_cluster(s: _Section, region: str, capacity: CapacitySettings) -> Clus
     zone_count = s.integer("availabilityZoneCount", len(zones) if zones else 2, low=2, high=6)
     if zones and zone_count != len(zones):
         s.problem("availabilityZoneCount", f"{zone_count} disagrees with the {len(zones)} availabilityZones listed; omit it")
-    if capacity.reservation_ids and not zones:
-        # A reservation launches only in its own AZ, and Karpenter only into the subnets the
-        # network created; the AZ must be named so the network includes it (make preflight checks it).
-        s.problem("availabilityZones", "are required with capacity.reservationIds: list the reservation's availability zone and a second one")
     return ClusterSettings(
         kubernetes_version=version or "",
         system_node_instance_type=s.string("systemNodeInstanceType", "m7i.xlarge"),
@@ -299,7 +397,7 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
     concurrency = s.integer("concurrency", 1, low=1)
     if concurrency and serving.max_num_seqs and concurrency > serving.max_num_seqs:
         s.problem("concurrency", f"{concurrency} exceeds serving.maxNumSeqs {serving.max_num_seqs}; extra requests would queue and skew latency")
-    namespace = s.string("metricsNamespace", f"LLMPerf/{slug(stack)}", pattern=re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-]{1,255}$"), hint="CloudWatch namespaces must not start with AWS/")
+    namespace = s.string("metricsNamespace", f"LLMPerf/{stack_slug(stack)}", pattern=re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-]{1,255}$"), hint="CloudWatch namespaces must not start with AWS/")
     return BenchmarkSettings(
         input_tokens=input_tokens or 0,
         output_tokens=output_tokens or 0,

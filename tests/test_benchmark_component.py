@@ -10,14 +10,14 @@ from .helpers import assert_least_privilege, role_documents, trust_condition
 
 def test_runner_role_may_only_publish_its_namespace_and_write_results(recording, spec):
     trust, policy = role_documents(recording, "benchmark-runner")
-    assert "system:serviceaccount:inference:llmperf" in trust_condition(trust).values()
+    assert f"system:serviceaccount:{spec.namespace}:llmperf" in trust_condition(trust).values()
     assert assert_least_privilege(policy) == 2
     by_sid = {s["Sid"]: s for s in policy["Statement"]}
     metrics = by_sid["PublishBenchmarkMetrics"]
     assert metrics["Action"] == "cloudwatch:PutMetricData"
     assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": spec.benchmark.metrics_namespace}}
     bucket_arn = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
-    assert by_sid["WriteBenchmarkResults"]["Resource"] == f"{bucket_arn}/results/*"
+    assert by_sid["WriteBenchmarkResults"]["Resource"] == f"{bucket_arn}/results/{spec.name}/*"
     assert sorted(by_sid["WriteBenchmarkResults"]["Action"]) == ["s3:AbortMultipartUpload", "s3:PutObject"]
     account = recording.one("kubernetes:core/v1:ServiceAccount").inputs
     role = recording.one("aws:iam/role:Role", "benchmark-runner")
@@ -51,7 +51,7 @@ def test_job_and_cronjob_template_share_one_spec(recording, spec):
     script = container["command"][-1]
     assert f"llmperf/archive/{spec.benchmark.llmperf_commit}.tar.gz" in script and "boto3==" in script
     env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["METRICS_NAMESPACE"] == spec.benchmark.metrics_namespace and env["RESULTS_PREFIX"] == "results/"
+    assert env["METRICS_NAMESPACE"] == spec.benchmark.metrics_namespace and env["RESULTS_PREFIX"] == f"results/{spec.name}/"
     paths = {i["path"] for i in pod["volumes"][0]["configMap"]["items"]}
     assert {f"benchmark/{m}" for m in POD_MODULES} | {"run-config.json"} == paths
 
@@ -81,7 +81,7 @@ def test_dashboard_queries_exactly_what_is_published(recording, spec):
     assert seen_cases == set(spec.benchmark.test_cases) and seen_variants == {v.name for v in spec.variants}
     outputs = recording.stack_outputs
     assert outputs["dashboardUrl"].endswith(recording.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardName"])
-    assert outputs["resultsPrefix"] == f"s3://{outputs['modelBucket']}/results/"
+    assert outputs["resultsPrefix"] == f"s3://{outputs['modelBucket']}/results/{spec.name}/"
 
 
 def test_benchmark_runs_after_and_is_deleted_before_the_servers(recording):

@@ -129,7 +129,7 @@ def test_an_eagle_head_speculates_as_eagle_and_only_as_eagle(monkeypatch):
 
 def test_reservations_need_the_zones_named():
     values = edited(edited(BASE, "capacity.capacityType", "reserved"), "capacity.reservationIds", ["cr-0123456789abcdef0"])
-    assert "reservation's availability zone" in problems_for(values)["cluster.availabilityZones"]
+    assert "to list its availability zone" in problems_for(values)["cluster.availabilityZones"]
     parse(edited(values, "cluster.availabilityZones", ["us-east-2a", "us-east-2b"]))
 
 

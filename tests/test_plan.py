@@ -20,7 +20,9 @@ def test_plan_writes_resources_and_is_deterministic(tmp_path, capsys):
     first = (tmp_path / "a" / stack / "resources.json").read_bytes()
     assert first == (tmp_path / "b" / stack / "resources.json").read_bytes()
     entries = json.loads(first)
-    assert entries and all(set(e) == {"urn", "type", "name", "parent", "inputs", "dependencies"} for e in entries)
+    required = {"urn", "type", "name", "parent", "inputs", "dependencies"}
+    assert entries and all(required <= set(e) <= required | {"aliases", "read"} for e in entries)
+    assert any("aliases" in e for e in entries)
     out = capsys.readouterr().out
     assert "trn2 nodes" in out and "TP 4" in out and "placeholder" in out
     for manifest in (tmp_path / "a" / stack / "manifests").glob("*.yaml"):

@@ -191,5 +191,5 @@ def test_servers_are_deleted_before_capacity_and_storage(recording):
 def test_stack_outputs_per_variant(recording, spec):
     outputs = recording.stack_outputs
     for variant in spec.variants:
-        assert outputs["endpoints"][variant.name] == f"http://vllm-{variant.name}.inference.svc.cluster.local:8000/v1"
+        assert outputs["endpoints"][variant.name] == f"http://vllm-{variant.name}.{spec.namespace}.svc.cluster.local:8000/v1"
         assert outputs["artifactPrefixes"][variant.name] == f"s3://{outputs['modelBucket']}/{variant.artifact_path}/"

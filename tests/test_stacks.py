@@ -1,7 +1,9 @@
 """The four stacks carry the values of the user's documents, and derived sizes follow from them."""
 import pytest
 
-from offline.stacks import load_stack, stack_names
+from offline.stacks import load_stack
+
+from .conftest import KINDS, SHARED, STANDALONE
 
 # stack -> (target, draft, devices per variant, TP, max seqs, max model len, spec tokens, nodes)
 EXPECTED = {
@@ -13,7 +15,8 @@ EXPECTED = {
 
 
 def test_every_model_pairing_has_a_stack():
-    assert stack_names() == sorted(EXPECTED)
+    assert STANDALONE == sorted(EXPECTED)
+    assert KINDS["platform"] == "platform" and SHARED == ["qwen3-32b-qwen3-1.7b-shared"]
 
 
 @pytest.mark.parametrize("stack", sorted(EXPECTED))
@@ -54,7 +57,7 @@ def test_405b_variants_differ_in_weights_not_only_in_the_draft():
 def test_artifact_paths_are_distinct_and_follow_compile_settings():
     from dataclasses import replace
 
-    for stack in stack_names():
+    for stack in STANDALONE + SHARED:
         spec = load_stack(stack).spec()
         paths = {v.artifact_path for v in spec.variants}
         assert len(paths) == len(spec.variants), stack

@@ -4,9 +4,14 @@ from datetime import datetime, timezone
 import boto3
 from moto import mock_aws
 
+from offline.stacks import load_stack
 from tools import fetch_results, rerun_benchmark
 
 from .llmperf_files import request, write_case, write_run
+
+
+STACK = "qwen3-32b-qwen3-1.7b"
+STACK_SLUG = load_stack(STACK).spec().name
 
 
 @mock_aws
@@ -21,9 +26,9 @@ def test_fetch_downloads_the_latest_run_and_reports(tmp_path, monkeypatch, capsy
             write_case(local, run_id, variant, "counting", [request(ttft=0.05, e2e=e2e, output_tokens=100)])
         for path in (local / run_id).rglob("*"):
             if path.is_file():
-                s3.upload_file(str(path), "models", f"results/{run_id}/{path.relative_to(local / run_id).as_posix()}")
+                s3.upload_file(str(path), "models", f"results/{STACK_SLUG}/{run_id}/{path.relative_to(local / run_id).as_posix()}")
     out = tmp_path / "out"
-    assert fetch_results.main(["--stack", "s", "--bucket", "models", "--out", str(out)], client=s3) == 0
+    assert fetch_results.main(["--stack", STACK, "--bucket", "models", "--out", str(out)], client=s3) == 0
     assert [p.name for p in out.iterdir() if p.is_dir()] == ["20261120T000000Z-b"]
     assert (out / "report.md").exists() and (out / "report.json").exists() and (out / "report.png").exists()
     assert "Run 20261120T000000Z-b" in capsys.readouterr().out
@@ -34,12 +39,12 @@ def test_fetch_says_when_there_is_nothing_yet(tmp_path, monkeypatch):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
     s3 = boto3.client("s3", region_name="us-west-2")
     s3.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
-    assert fetch_results.main(["--stack", "s", "--bucket", "models", "--out", str(tmp_path)], client=s3) == 1
+    assert fetch_results.main(["--stack", STACK, "--bucket", "models", "--out", str(tmp_path)], client=s3) == 1
 
 
 def test_rerun_creates_a_job_from_the_template():
-    argv = rerun_benchmark.command(datetime(2026, 11, 22, 3, 4, 5, tzinfo=timezone.utc))
-    assert argv == ["kubectl", "--namespace", "inference", "create", "job", "llmperf-manual-20261122-030405", "--from=cronjob/llmperf"]
+    argv = rerun_benchmark.command(datetime(2026, 11, 22, 3, 4, 5, tzinfo=timezone.utc), "sd-x")
+    assert argv == ["kubectl", "--namespace", "sd-x", "create", "job", "llmperf-manual-20261122-030405", "--from=cronjob/llmperf"]
 
 
 @mock_aws
@@ -49,7 +54,7 @@ def test_sweep_finds_what_karpenter_left_and_nothing_else(monkeypatch, capsys):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
     ec2, iam = boto3.client("ec2", region_name="us-west-2"), boto3.client("iam")
     assert sweep.main(["--stack", "qwen3-32b-qwen3-1.7b"], ec2=ec2, iam=iam) == 0
-    cluster = "sd-qwen3-32b-qwen3-1-7b"
+    cluster = load_stack(STACK).spec().cluster_name
     owned = [{"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"}, {"Key": "karpenter.sh/nodepool", "Value": "trn2"}]
     image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
     ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, TagSpecifications=[{"ResourceType": "instance", "Tags": owned}])

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmark.report import write_report
-from components.benchmark import RESULTS_PREFIX
+from components.benchmark import results_prefix
+from offline.stacks import load_stack
 
 
 def stack_output(stack: str, name: str) -> str:
@@ -22,15 +23,15 @@ def stack_output(stack: str, name: str) -> str:
                           capture_output=True, text=True).stdout.strip()
 
 
-def run_ids(client: Any, bucket: str) -> list[str]:
+def run_ids(client: Any, bucket: str, results: str) -> list[str]:
     ids: list[str] = []
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=RESULTS_PREFIX, Delimiter="/"):
-        ids += [p["Prefix"][len(RESULTS_PREFIX):].rstrip("/") for p in page.get("CommonPrefixes", [])]
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=results, Delimiter="/"):
+        ids += [p["Prefix"][len(results):].rstrip("/") for p in page.get("CommonPrefixes", [])]
     return sorted(ids)
 
 
-def download_run(client: Any, bucket: str, run_id: str, out_dir: Path) -> int:
-    prefix = f"{RESULTS_PREFIX}{run_id}/"
+def download_run(client: Any, bucket: str, results: str, run_id: str, out_dir: Path) -> int:
+    prefix = f"{results}{run_id}/"
     count = 0
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
@@ -53,13 +54,14 @@ def main(argv: list[str] | None = None, client: Any = None) -> int:
 
         client = boto3.client("s3")
     bucket = args.bucket or stack_output(args.stack, "modelBucket")
-    runs = run_ids(client, bucket)
+    results = results_prefix(load_stack(args.stack).spec())
+    runs = run_ids(client, bucket, results)
     if not runs:
-        print(f"no benchmark runs under s3://{bucket}/{RESULTS_PREFIX} yet (is the llmperf job still running?)", file=sys.stderr)
+        print(f"no benchmark runs under s3://{bucket}/{results} yet (is the llmperf job still running?)", file=sys.stderr)
         return 1
     run_id = args.run_id or runs[-1]
     out_dir = args.out or Path("build") / "results" / args.stack
-    count = download_run(client, bucket, run_id, out_dir)
+    count = download_run(client, bucket, results, run_id, out_dir)
     print(f"downloaded {count} files of run {run_id} to {out_dir}\n")
     write_report(out_dir)
     print(f"\nreport: {out_dir / 'report.md'}, {out_dir / 'report.png'}, {out_dir / 'report.json'}")

@@ -12,23 +12,24 @@ import sys
 from datetime import datetime, timezone
 
 from components.benchmark import CRONJOB_NAME
-from components.cluster import WORKLOAD_NAMESPACE as NAMESPACE
+from offline.stacks import load_stack
 
 
-def command(now: datetime) -> list[str]:
+def command(now: datetime, namespace: str) -> list[str]:
     job = f"llmperf-manual-{now.strftime('%Y%m%d-%H%M%S')}"
-    return ["kubectl", "--namespace", NAMESPACE, "create", "job", job, f"--from=cronjob/{CRONJOB_NAME}"]
+    return ["kubectl", "--namespace", namespace, "create", "job", job, f"--from=cronjob/{CRONJOB_NAME}"]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stack", required=True, help="for the message only: kubectl acts on its current context")
     args = parser.parse_args(argv)
-    argv_ = command(datetime.now(timezone.utc))
+    namespace = load_stack(args.stack).spec().namespace
+    argv_ = command(datetime.now(timezone.utc), namespace)
     print(f"{args.stack}: {' '.join(argv_)}")
     result = subprocess.run(argv_)
     if result.returncode == 0:
-        print(f"follow it with: kubectl -n {NAMESPACE} logs -f job/{argv_[5]}")
+        print(f"follow it with: kubectl -n {namespace} logs -f job/{argv_[5]}")
     return result.returncode
 
 

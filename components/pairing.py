@@ -1,0 +1,88 @@
+"""Wiring of a pairing on a cluster: its namespace, trn2 capacity, claim templates, volume onto
+the model store, model access, vLLM servers and benchmark. Creates components only; every
+cluster-scoped name comes from the stack (StackSpec), so pairings on one platform never collide."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from stackconfig import StackSpec
+
+from .benchmark import Benchmark, BenchmarkArgs
+from .handle import PAIRING_LABEL, ClusterHandle
+from .model_access import ModelAccess, ModelAccessArgs
+from .model_store import ModelVolume, ModelVolumeArgs
+from .neuron_dra import ClaimTemplates, ClaimTemplatesArgs
+from .serving import Serving, ServingArgs
+from .trn2_nodes import Trn2Nodes, Trn2NodesArgs
+from .workspace import Workspace, WorkspaceArgs
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """What a pairing exports."""
+
+    namespace: pulumi.Output[str]
+    claim_templates: dict[int, str]
+    endpoints: dict[str, str]
+    dashboard_url: str
+    results_prefix: pulumi.Output[str]
+    benchmark_cron_job: str
+
+
+def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[str] | None,
+                  tags: dict[str, str], provider: aws.Provider) -> Pairing:
+    with_aws = pulumi.ResourceOptions(providers=[provider])
+    workspace = Workspace("workspace", WorkspaceArgs(
+        cluster=cluster, namespace=spec.namespace, labels={PAIRING_LABEL: spec.name}))
+    trn2 = Trn2Nodes("trn2", Trn2NodesArgs(
+        cluster=cluster,
+        name=spec.node_pool_name,
+        pairing=spec.name,
+        capacity=spec.capacity,
+        node_count=spec.node_count,
+        tags=tags,
+    ))
+    claims = ClaimTemplates("neuron-claims", ClaimTemplatesArgs(
+        cluster=cluster,
+        namespace=workspace.namespace,
+        device_group_sizes=spec.device_group_sizes,
+        instance_type=spec.capacity.instance_type,
+        logical_neuron_cores=spec.serving.logical_neuron_cores,
+    ))
+    volume = ModelVolume("model-volume", ModelVolumeArgs(
+        cluster=cluster,
+        namespace=workspace.namespace,
+        volume_name=spec.volume_name,
+        instance_shape=spec.capacity.shape,
+    ))
+    model_access = None if token is None else ModelAccess("model-access", ModelAccessArgs(
+        token=token, cluster=cluster, namespace=workspace.namespace))
+    serving = Serving("serving", ServingArgs(
+        spec=spec,
+        cluster=cluster,
+        namespace=workspace.namespace,
+        node_labels=trn2.node_labels,
+        claim_templates=claims.names,
+        model_store_claim=volume.claim_name,
+        token_secret=model_access.secret_name if model_access else None,
+        depends_on=[trn2.node_pool, *claims.templates, volume.claim, *([model_access.secret] if model_access else [])],
+    ))
+    benchmark = Benchmark("benchmark", BenchmarkArgs(
+        spec=spec,
+        cluster=cluster,
+        namespace=workspace.namespace,
+        endpoints=serving.endpoints,
+        depends_on=[serving],
+        tags=tags,
+    ), opts=with_aws)
+    return Pairing(
+        namespace=workspace.namespace,
+        claim_templates=claims.names,
+        endpoints=serving.endpoints,
+        dashboard_url=benchmark.dashboard_url,
+        results_prefix=benchmark.results_prefix,
+        benchmark_cron_job=benchmark.cron_job_name,
+    )

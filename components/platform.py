@@ -1,0 +1,76 @@
+"""Wiring of a platform: network, EKS and its add-ons, Karpenter, the Neuron DRA driver and the
+model store, returned as the ClusterHandle pairings build on. Creates components only."""
+from __future__ import annotations
+
+import pulumi
+import pulumi_aws as aws
+
+from stackconfig import PlatformSpec
+
+from .cluster import Cluster, ClusterArgs
+from .handle import ClusterHandle
+from .karpenter import Karpenter, KarpenterArgs
+from .model_store import ModelStore, ModelStoreArgs
+from .network import Network, NetworkArgs
+from .neuron_dra import NeuronDra, NeuronDraArgs
+
+
+def stack_tags(project: str, stack: str, extra: dict[str, str]) -> dict[str, str]:
+    """Tags on every AWS resource a stack creates (through the provider's default tags)."""
+    return {"project": project, "stack": stack, "managed-by": "pulumi", **extra}
+
+
+def aws_provider(region: str, tags: dict[str, str]) -> aws.Provider:
+    """The stack's AWS provider: its region, and its tags on everything it creates."""
+    return aws.Provider("aws", region=region, default_tags=aws.ProviderDefaultTagsArgs(tags=tags))
+
+
+def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provider) -> ClusterHandle:
+    with_aws = pulumi.ResourceOptions(providers=[provider])
+    network = Network("network", NetworkArgs(
+        cluster_name=spec.cluster_name,
+        cidr=spec.cluster.vpc_cidr,
+        region=spec.region,
+        instance_type=spec.instance_type,
+        availability_zone_count=spec.cluster.availability_zone_count,
+        availability_zones=spec.cluster.availability_zones,
+    ), opts=with_aws)
+    cluster = Cluster("cluster", ClusterArgs(
+        cluster_name=spec.cluster_name,
+        kubernetes_version=spec.cluster.kubernetes_version,
+        vpc_id=network.vpc_id,
+        private_subnet_ids=network.private_subnet_ids,
+        public_subnet_ids=network.public_subnet_ids,
+        system_node_instance_type=spec.cluster.system_node_instance_type,
+        system_node_count=spec.cluster.system_node_count,
+        workload_identity=spec.cluster.workload_identity,
+        tags=tags,
+    ), opts=with_aws)
+    karpenter = Karpenter("karpenter", KarpenterArgs(
+        cluster_name=spec.cluster_name,
+        region=spec.region,
+        identity=cluster.identity,
+        system_node_selector=cluster.system_node_selector,
+        provider=cluster.provider,
+        cluster_ready=cluster.ready,
+        tags=tags,
+    ), opts=with_aws)
+    neuron = NeuronDra("neuron-dra", NeuronDraArgs(provider=cluster.provider, cluster_ready=cluster.ready))
+    model_store = ModelStore("model-store", ModelStoreArgs(
+        cluster_name=spec.cluster_name,
+        retain_on_destroy=spec.retain_model_store,
+        identity=cluster.identity,
+        cluster_ready=cluster.ready,
+        tags=tags,
+    ), opts=with_aws)
+    return ClusterHandle(
+        name=spec.cluster_name,
+        region=spec.region,
+        kubeconfig=cluster.kubeconfig,
+        provider=cluster.provider,
+        identity=cluster.identity,
+        node_role_name=karpenter.node_role_name,
+        model_bucket=model_store.bucket_name,
+        model_bucket_arn=model_store.bucket_arn,
+        ready=(*cluster.ready, karpenter.crds, karpenter.release, neuron.release, model_store.driver),
+    )

@@ -1,0 +1,60 @@
+"""An existing standalone stack updates in place: every resource it had before the platform/pairing
+split still has its URN, or a resource now answers to it through an alias.
+
+tests/data/urns-before-platform-split.json holds each stack's URNs at main bdd6aab (engine URN
+format). Aliases are resolved the way the engine does (offline.engine.Recording.alias_urns).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .conftest import STANDALONE, recorded
+
+BEFORE = json.loads((Path(__file__).parent / "data" / "urns-before-platform-split.json").read_text())
+
+
+def reachable(recording) -> dict[str, str]:
+    """Every URN the new plan answers to -> the URN of the resource that answers."""
+    found = {}
+    for resource in recording.resources:
+        found[resource.urn] = resource.urn
+        for alias in recording.alias_urns(resource):
+            found.setdefault(alias, resource.urn)
+    return found
+
+
+def test_the_baseline_covers_every_standalone_stack():
+    assert sorted(BEFORE["stacks"]) == STANDALONE
+
+
+@pytest.mark.parametrize("stack", STANDALONE)
+def test_every_earlier_urn_is_kept_or_aliased(stack):
+    answers = reachable(recorded(stack))
+    missing = [urn for urn in BEFORE["stacks"][stack] if urn not in answers]
+    assert missing == []
+
+
+@pytest.mark.parametrize("stack", STANDALONE)
+def test_renamed_resources_keep_their_type_or_are_aliased_components(stack):
+    """An alias must point at a resource of the same Pulumi type (a rename, not a swap), except
+    components whose type token was renamed on purpose (IrsaRole -> WorkloadRole)."""
+    renamed_types = {"sdtrn2:iam:IrsaRole": "sdtrn2:iam:WorkloadRole"}
+    recording = recorded(stack)
+    by_urn = {r.urn: r for r in recording.resources}
+    answers = reachable(recording)
+    for urn in BEFORE["stacks"][stack]:
+        old_type = urn.split("::")[2].split("$")[-1]
+        new_type = by_urn[answers[urn]].type
+        assert new_type == renamed_types.get(old_type, old_type), (urn, new_type)
+
+
+def test_an_alias_the_engine_would_not_resolve_is_not_counted():
+    """Guards the resolver: a resource without aliases answers to its own URN only."""
+    recording = recorded(STANDALONE[0])
+    plain = next(r for r in recording.resources if r.type == "aws:ec2/vpc:Vpc")
+    assert not plain.aliases and recording.alias_urns(plain) == set()
+    moved = next(r for r in recording.resources if r.type == "kubernetes:core/v1:PersistentVolume")
+    assert any(urn.split("::")[2].startswith("sdtrn2:storage:ModelStore$") for urn in recording.alias_urns(moved))
