@@ -1,9 +1,10 @@
 """Run the real Pulumi program in-process against a recording engine: no cloud, no CLI.
 
-Pulumi's mock runtime (pulumi.runtime.set_mocks, preview=False) stands in for the engine. A
+Pulumi's mock runtime (pulumi.runtime.set_mocks) stands in for the engine. A
 monitor subclass records every RegisterResource request exactly as the engine would receive it:
-type, name, parent, dependencies and the serialized inputs, with secrets redacted. A fake cloud
-answers with realistic, deterministic computed values (ARNs, ids, URLs).
+type, name, parent, dependencies and the serialized inputs, with secrets redacted. The fake cloud
+answers from offline/fakes.py: deterministic computed values in each provider's documented
+format, each row with its source (and checked against it by tests/test_fakes.py).
 
 Both `make plan` (offline/plan.py) and the test suite go through `run_program`, so the tests
 see the same resources the plan prints.
@@ -24,7 +25,8 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.proto import resource_pb2
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
-ACCOUNT_ID = "123456789012"
+from . import fakes
+
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 SECRET_PLACEHOLDER = "[secret]"
 UNKNOWN_PLACEHOLDER = "[unknown]"
@@ -298,102 +300,57 @@ class StackOutputs:
 
 
 class FakeAws(pulumi.runtime.Mocks):
-    """Computed values a real `pulumi up` would get back, fake but shaped like the real ones."""
+    """The cloud's answers: resources echo their inputs plus the computed outputs of
+    offline/fakes.py (each in its provider's documented format); at preview, only what a preview
+    knows, and no ids."""
 
-    def __init__(self, region: str, references: dict[str, StackOutputs] | None = None):
+    def __init__(self, region: str, references: dict[str, StackOutputs] | None = None, preview: bool = False):
         self.region = region
         self.references = references or {}
+        self.preview = preview
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         token, name, inputs = args.typ, args.name, dict(args.inputs)
         if token == "pulumi:pulumi:StackReference":
             # The engine answers a StackReference read with the referenced stack's outputs and the
             # names of its secret ones (pulumi SDK StackReference: "outputs",
-            # "secret_output_names"); an undeployed stack has none.
+            # "secret_output_names"); an undeployed stack has none. Reads happen at preview too.
             referenced = self.references.get(inputs["name"], StackOutputs({}, []))
             return inputs["name"], {"name": inputs["name"], "outputs": referenced.outputs,
                                     "secretOutputNames": referenced.secret_output_names}
-        digest = _fake_id(token, name)
-        outputs: dict[str, Any] = dict(inputs)
-        resource_id = f"{name}-{digest[:8]}"
-        if token.startswith("aws:"):
-            module, _, kind = token.split(":")[1].partition("/")
-            physical = (inputs.get("name") or inputs.get("bucket")
-                        or (inputs["bucketPrefix"] + digest[:12] if "bucketPrefix" in inputs else f"{name}-{digest[:7]}"))
-            prefixes = {"ec2/vpc": "vpc", "ec2/subnet": "subnet", "ec2/securityGroup": "sg", "ec2/internetGateway": "igw",
-                        "ec2/natGateway": "nat", "ec2/eip": "eipalloc", "ec2/routeTable": "rtb"}
-            if f"{module}/{kind}" in prefixes:
-                resource_id = f"{prefixes[f'{module}/{kind}']}-{digest}"
-            elif module == "s3":
-                resource_id = inputs.get("bucket", physical)
-            else:
-                resource_id = physical
-            outputs.setdefault("arn", f"arn:aws:{module}:{self.region}:{ACCOUNT_ID}:{kind}/{resource_id}")
-            outputs.setdefault("name", physical)
-            outputs["id"] = resource_id
-            if module == "s3" and kind == "bucket":
-                outputs["arn"] = f"arn:aws:s3:::{physical}"
-                outputs["bucketRegionalDomainName"] = f"{physical}.s3.{self.region}.amazonaws.com"
-            if module == "iam" and kind in ("role", "policy"):
-                outputs["arn"] = f"arn:aws:iam::{ACCOUNT_ID}:{'policy' if kind == 'policy' else 'role'}/{physical}"
-            if module == "sqs":
-                outputs["arn"] = f"arn:aws:sqs:{self.region}:{ACCOUNT_ID}:{physical}"
-                outputs["url"] = f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT_ID}/{physical}"
-            if module == "cloudwatch" and kind == "eventRule":
-                outputs["arn"] = f"arn:aws:events:{self.region}:{ACCOUNT_ID}:rule/{physical}"
-            if module == "cloudwatch" and kind == "dashboard":
-                outputs["dashboardArn"] = f"arn:aws:cloudwatch::{ACCOUNT_ID}:dashboard/{inputs.get('dashboardName', physical)}"
-        elif token == "eks:index:Cluster":
-            cluster = inputs.get("name", name)
-            oidc = f"oidc.eks.{self.region}.amazonaws.com/id/{_fake_id(cluster, length=32).upper()}"
-            outputs.update(
-                kubeconfigJson=json.dumps({"apiVersion": "v1", "kind": "Config", "clusters": [{"name": cluster, "cluster": {"server": f"https://{_fake_id(cluster, length=32).upper()}.gr7.{self.region}.eks.amazonaws.com"}}]}),
-                oidcProviderArn=f"arn:aws:iam::{ACCOUNT_ID}:oidc-provider/{oidc}",
-                oidcProviderUrl=f"https://{oidc}",
-                oidcIssuer=oidc,
-                clusterSecurityGroupId=f"sg-{_fake_id(cluster, 'cluster')}",
-                nodeSecurityGroupId=f"sg-{_fake_id(cluster, 'node')}",
-            )
-            resource_id = cluster
-        elif token.startswith("kubernetes:"):
-            metadata = inputs.get("metadata") or {}
-            resource_id = "/".join(p for p in (metadata.get("namespace"), metadata.get("name") or name) if p)
-        return resource_id, outputs
+        outputs = {**inputs, **fakes.answer(token, name, inputs, self.region, self.preview)}
+        # An id is only known once a resource exists: at preview the engine sends none (the SDK
+        # treats "" as unknown, pulumi/runtime/resource.py).
+        return ("" if self.preview else self._id(token, name, outputs)), outputs
+
+    @staticmethod
+    def _id(token: str, name: str, outputs: dict[str, Any]) -> str:
+        if "id" in outputs:
+            return outputs["id"]
+        if token.startswith("kubernetes:"):
+            # pulumi-kubernetes ids are "<namespace>/<name>" (just "<name>" when cluster-scoped).
+            metadata = outputs.get("metadata") or {}
+            return "/".join(p for p in (metadata.get("namespace"), metadata.get("name") or name) if p)
+        return f"{name}-{_fake_id(token, name, length=8)}"
 
     def call(self, args: pulumi.runtime.MockCallArgs):
-        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
-            import gzip
-            from pathlib import Path as _P
-
-            import moto
-            wanted = {v for f in args.args.get("filters", []) if f["name"] == "instance-type" for v in f["values"]}
-            data = json.load(gzip.open(_P(moto.__file__).parent / "ec2/resources/instance_type_offerings/availability-zone" / f"{self.region}.json.gz"))
-            hits = [d for d in data if d["InstanceType"] in wanted]
-            return {"locations": [d["Location"] for d in hits], "instanceTypes": [d["InstanceType"] for d in hits],
-                    "locationTypes": ["availability-zone"] * len(hits), "id": self.region}, []
-        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
-            return {"accountId": ACCOUNT_ID, "arn": f"arn:aws:iam::{ACCOUNT_ID}:user/offline-plan", "userId": "AIDAOFFLINE", "id": ACCOUNT_ID}, []
-        if args.token == "aws:index/getPartition:getPartition":
-            return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}, []
-        if args.token == "aws:eks/getCluster:getCluster":
-            cluster = args.args["name"]
-            return {"name": cluster, "id": cluster, "vpcConfig": {"clusterSecurityGroupId": f"sg-{_fake_id(cluster, 'eks-managed')}"}}, []
-        if args.token == "aws:index/getRegion:getRegion":
-            return {"name": self.region, "region": self.region, "id": self.region}, []
-        return {}, []
+        if not fakes.fakes_for(args.token):
+            raise KeyError(f"no fake for invoke {args.token}: add a row with its source to offline/fakes.py")
+        return fakes.answer(args.token, "", dict(args.args), self.region, preview=False), []
 
 
 def run_program(project: str, stack: str, config: dict[str, Any], secret_keys: list[str], program: Callable[[], None],
-                references: dict[str, StackOutputs] | None = None) -> Recording:
-    """Run `program` (the Pulumi program's entry function) under the recording engine.
+                references: dict[str, StackOutputs] | None = None, preview: bool = False) -> Recording:
+    """Run `program` (the Pulumi program's entry function) under the recording engine, as
+    `pulumi up` (or, with `preview`, as `pulumi preview`: computed outputs unknown).
 
     `config` maps "project:key" / "aws:region" to values as Pulumi passes them (strings;
     structured values JSON-encoded). `references` answers StackReference reads by stack name.
     """
     region = str(config.get("aws:region", ""))
-    fake_cloud = FakeAws(region, references)
+    fake_cloud = FakeAws(region, references, preview)
     monitor = RecordingMonitor(fake_cloud)
-    pulumi.runtime.set_mocks(fake_cloud, project=project, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_mocks(fake_cloud, project=project, stack=stack, preview=preview, monitor=monitor)
     pulumi.runtime.set_all_config(
         {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}, secret_keys
     )
@@ -415,5 +372,7 @@ async def _resolve_exports(outputs: dict[str, Any]) -> tuple[dict[str, Any], lis
         output = pulumi.Output.from_input(value)
         if await output.is_secret():
             secret.append(key)
-        resolved[key] = await output.future()
+        # At preview an output that waits on a value computed at create is unknown, as
+        # `pulumi preview` shows it (output<string>), not None.
+        resolved[key] = await output.future() if await output.is_known() else UNKNOWN_PLACEHOLDER
     return resolved, secret

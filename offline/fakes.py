@@ -1,0 +1,238 @@
+"""The fake cloud's answers, as data: one row per computed output the program reads, in the
+provider's documented format, with the source it follows.
+
+tests/test_fakes.py checks every row against the installed packages: a row's quote must appear
+in the SDK docstring or botocore document it names, a botocore example value must match the
+row's pattern, and the fake value must match it too. So a fake that drifts from its source fails
+the suite, and the program's assumptions about real outputs are tested against the providers,
+not against fakes written from the program's point of view.
+
+Resources echo their inputs (providers return their inputs in the state, and a preview plans
+them); rows add what a provider computes. A row marked `at_preview=False` is unknown during
+`pulumi preview` (the provider only learns it when creating the resource); autonames are known
+at preview because the engine assigns them when it checks the inputs.
+"""
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any, Callable, Literal
+
+ACCOUNT_ID = "123456789012"
+"""botocore sts GetCallerIdentity example: "Account": "123456789012"."""
+
+SourceKind = Literal["sdk-doc", "botocore-example", "botocore-doc", "package-data"]
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a fake's format comes from.
+
+    - sdk-doc: `ref` is a dotted attribute of an installed SDK ("pulumi_eks.Cluster.oidc_issuer");
+      `quote` appears in its docstring.
+    - botocore-example: `ref` is "service:Operation:path.to.value" in botocore's examples-1.json;
+      `quote` is the example value there, and it must match the row's pattern.
+    - botocore-doc: `ref` is "service:Shape.member"; `quote` appears in its documentation.
+    - package-data: `ref` is a file of an installed package ("moto:ec2/resources/..."); it exists.
+    """
+
+    kind: SourceKind
+    ref: str
+    quote: str
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a fake value may depend on: the resource (or invoke) and the stack's account/region."""
+
+    region: str
+    token: str
+    name: str
+    inputs: dict[str, Any]
+    account: str = ACCOUNT_ID
+
+    def digest(self, *salt: str, length: int = 17) -> str:
+        return hashlib.sha256("/".join((self.token, self.name, *salt)).encode()).hexdigest()[:length]
+
+    def autoname(self) -> str:
+        """The engine's default autoname: the logical name, a dash and 7 random hex characters
+        (Pulumi docs, "Resource names: autonaming")."""
+        return self.inputs.get("name") or f"{self.name}-{self.digest('autoname', length=7)}"
+
+
+@dataclass(frozen=True)
+class Fake:
+    token: str
+    """Resource type or invoke token."""
+    output: str
+    """Property name as the engine sends it (camelCase); dotted for a nested one."""
+    pattern: str
+    """Regular expression the value (each item of a list value) fully matches; {region} and
+    {account} stand for the stack's."""
+    sources: tuple[Source, ...]
+    make: Callable[[Context], Any]
+    at_preview: bool = False
+
+
+def _ec2_id(prefix: str) -> Callable[[Context], str]:
+    """EC2 ids: the prefix and 17 hex characters (botocore examples show both 8- and 17-digit ids)."""
+    return lambda c: f"{prefix}-{c.digest()}"
+
+
+def _ec2_id_fake(token: str, prefix: str, operation: str, path: str, example: str) -> Fake:
+    return Fake(token, "id", rf"^{prefix}-([0-9a-f]{{8}}|[0-9a-f]{{17}})$",
+                (Source("botocore-example", f"ec2:{operation}:{path}", example),), _ec2_id(prefix))
+
+
+def _oidc_host(c: Context) -> str:
+    return f"oidc.eks.{c.region}.amazonaws.com/id/{c.digest('oidc', length=32).upper()}"
+
+
+def _kubeconfig(c: Context) -> str:
+    """The shape pulumi-eks renders: a cluster with a server and CA, and an exec user that runs
+    `aws eks get-token` (what `aws eks update-kubeconfig` writes too)."""
+    cluster = c.inputs.get("name", c.name)
+    server = f"https://{c.digest('endpoint', length=32).upper()}.gr7.{c.region}.eks.amazonaws.com"
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "aws",
+        "clusters": [{"name": "kubernetes", "cluster": {"server": server, "certificate-authority-data": "LS0tLS1CRUdJTi=="}}],
+        "contexts": [{"name": "aws", "context": {"cluster": "kubernetes", "user": "aws"}}],
+        "users": [{"name": "aws", "user": {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": "aws",
+                                                      "args": ["eks", "get-token", "--cluster-name", cluster, "--output", "json"]}}}],
+    }, sort_keys=True)
+
+
+@cache
+def _offerings(region: str) -> list[dict[str, str]]:
+    import moto
+
+    path = Path(moto.__file__).parent / OFFERINGS_DATA / f"{region}.json.gz"
+    return json.load(gzip.open(path)) if path.exists() else []
+
+
+def _offered_locations(c: Context) -> list[str]:
+    wanted = {v for f in c.inputs.get("filters", []) if f["name"] == "instance-type" for v in f["values"]}
+    return [o["Location"] for o in _offerings(c.region) if o["InstanceType"] in wanted]
+
+
+OFFERINGS_DATA = "ec2/resources/instance_type_offerings/availability-zone"
+ROLE = "aws:iam/role:Role"
+QUEUE = "aws:sqs/queue:Queue"
+BUCKET = "aws:s3/bucket:Bucket"
+RULE = "aws:cloudwatch/eventRule:EventRule"
+EKS = "eks:index:Cluster"
+
+FAKES: tuple[Fake, ...] = (
+    # The network: ids as EC2 returns them.
+    _ec2_id_fake("aws:ec2/vpc:Vpc", "vpc", "CreateVpc", "Vpc.VpcId", "vpc-a01106c2"),
+    _ec2_id_fake("aws:ec2/subnet:Subnet", "subnet", "CreateSubnet", "Subnet.SubnetId", "subnet-9d4a7b6c"),
+    _ec2_id_fake("aws:ec2/internetGateway:InternetGateway", "igw", "CreateInternetGateway",
+                 "InternetGateway.InternetGatewayId", "igw-c0a643a9"),
+    _ec2_id_fake("aws:ec2/eip:Eip", "eipalloc", "AllocateAddress", "AllocationId", "eipalloc-64d5890a"),
+    _ec2_id_fake("aws:ec2/natGateway:NatGateway", "nat", "CreateNatGateway", "NatGateway.NatGatewayId", "nat-08d48af2a8e83edfd"),
+    _ec2_id_fake("aws:ec2/routeTable:RouteTable", "rtb", "CreateRouteTable", "RouteTable.RouteTableId", "rtb-22574640"),
+    # IAM roles are autonamed; their ARN is known once created.
+    Fake(ROLE, "name", r"^[\w+=,.@-]{1,64}$",
+         (Source("sdk-doc", "pulumi_aws.iam.Role.name", "If omitted, the provider will assign a random, unique name."),),
+         Context.autoname, at_preview=True),
+    Fake(ROLE, "id", r"^[\w+=,.@-]{1,64}$",
+         (Source("sdk-doc", "pulumi_aws.iam.Role.name", "Friendly name of the role."),), Context.autoname, at_preview=True),
+    Fake(ROLE, "arn", r"^arn:aws:iam::{account}:role/[\w+=,.@-]{1,64}$",
+         (Source("botocore-example", "iam:CreateRole:Role.Arn", "arn:aws:iam::123456789012:role/Test-Role"),
+          Source("sdk-doc", "pulumi_aws.iam.Role.arn", "ARN specifying the role.")),
+         lambda c: f"arn:aws:iam::{c.account}:role/{c.autoname()}"),
+    # The interruption queue: named; its id is its URL.
+    Fake(QUEUE, "url", r"^https://sqs\.{region}\.amazonaws\.com/{account}/[\w-]{1,80}$",
+         (Source("sdk-doc", "pulumi_aws.sqs.Queue.url", "Same as `id`: The URL for the created Amazon SQS queue."),
+          Source("botocore-doc", "sqs:CreateQueueResult.QueueUrl", "The URL of the created Amazon SQS queue.")),
+         lambda c: f"https://sqs.{c.region}.amazonaws.com/{c.account}/{c.autoname()}"),
+    Fake(QUEUE, "id", r"^https://sqs\.{region}\.amazonaws\.com/{account}/[\w-]{1,80}$",
+         (Source("sdk-doc", "pulumi_aws.sqs.Queue.url", "Same as `id`"),),
+         lambda c: f"https://sqs.{c.region}.amazonaws.com/{c.account}/{c.autoname()}"),
+    Fake(QUEUE, "arn", r"^arn:aws:sqs:{region}:{account}:[\w-]{1,80}$",
+         (Source("sdk-doc", "pulumi_aws.sqs.Queue.arn", "ARN of the SQS queue."),),
+         lambda c: f"arn:aws:sqs:{c.region}:{c.account}:{c.autoname()}"),
+    # The model bucket: a prefix plus a unique suffix (63 - 37 = 26 characters) chosen at create.
+    Fake(BUCKET, "bucket", r"^[a-z0-9][a-z0-9.-]{2,62}$",
+         (Source("sdk-doc", "pulumi_aws.s3.Bucket.bucket_prefix", "Creates a unique bucket name beginning with the specified prefix."),
+          Source("sdk-doc", "pulumi_aws.s3.Bucket.bucket", "less than or equal to 63 characters in length")),
+         lambda c: c.inputs.get("bucket") or c.inputs["bucketPrefix"] + c.digest("bucket", length=26)),
+    Fake(BUCKET, "id", r"^[a-z0-9][a-z0-9.-]{2,62}$",
+         (Source("sdk-doc", "pulumi_aws.s3.Bucket.bucket", "Name of the bucket."),),
+         lambda c: c.inputs.get("bucket") or c.inputs["bucketPrefix"] + c.digest("bucket", length=26)),
+    Fake(BUCKET, "arn", r"^arn:aws:s3:::[a-z0-9][a-z0-9.-]{2,62}$",
+         (Source("sdk-doc", "pulumi_aws.s3.Bucket.arn", "Will be of format `arn:aws:s3:::bucketname`."),),
+         lambda c: "arn:aws:s3:::" + (c.inputs.get("bucket") or c.inputs["bucketPrefix"] + c.digest("bucket", length=26))),
+    # EventBridge rules feeding the queue: autonamed.
+    Fake(RULE, "name", r"^[\w.-]{1,64}$",
+         (Source("sdk-doc", "pulumi_aws.cloudwatch.EventRule.name", "If omitted, this provider will assign a random, unique name."),),
+         Context.autoname, at_preview=True),
+    Fake(RULE, "arn", r"^arn:aws:events:{region}:{account}:rule/[\w.-]{1,64}$",
+         (Source("sdk-doc", "pulumi_aws.cloudwatch.EventRule.arn", "ARN of the rule."),),
+         lambda c: f"arn:aws:events:{c.region}:{c.account}:rule/{c.autoname()}"),
+    # pulumi-eks: the issuer with and without its scheme, the IAM OIDC provider built from it.
+    Fake(EKS, "oidcProviderUrl", r"^https://oidc\.eks\.{region}\.amazonaws\.com/id/[0-9A-F]{32}$",
+         (Source("sdk-doc", "pulumi_eks.Cluster.oidc_provider_url", "Issuer URL for the OpenID Connect identity provider"),
+          Source("botocore-doc", "eks:OIDC.issuer", "The issuer URL for the OIDC identity provider.")),
+         lambda c: f"https://{_oidc_host(c)}"),
+    Fake(EKS, "oidcIssuer", r"^oidc\.eks\.{region}\.amazonaws\.com/id/[0-9A-F]{32}$",
+         (Source("sdk-doc", "pulumi_eks.Cluster.oidc_issuer", "OIDC Provider URL without leading `https://`"),),
+         _oidc_host),
+    Fake(EKS, "oidcProviderArn", r"^(arn:aws:iam::{account}:oidc-provider/oidc\.eks\.{region}\.amazonaws\.com/id/[0-9A-F]{32})?$",
+         (Source("botocore-example", "iam:CreateOpenIDConnectProvider:OpenIDConnectProviderArn",
+                 "arn:aws:iam::123456789012:oidc-provider/server.example.com"),
+          Source("sdk-doc", "pulumi_eks.Cluster.oidc_provider_arn", "Defaults to an empty string if no OIDC provider is configured.")),
+         lambda c: f"arn:aws:iam::{c.account}:oidc-provider/{_oidc_host(c)}" if c.inputs.get("createOidcProvider") else ""),
+    Fake(EKS, "kubeconfigJson", r'^\{.*"kind": "Config".*\}$',
+         (Source("sdk-doc", "pulumi_eks.Cluster.kubeconfig_json", "A kubeconfig that can be used to connect to the EKS cluster as a JSON string."),),
+         _kubeconfig),
+    # Invokes run at preview too: their answers are always known.
+    Fake("aws:index/getCallerIdentity:getCallerIdentity", "accountId", r"^\d{12}$",
+         (Source("botocore-example", "sts:GetCallerIdentity:Account", "123456789012"),
+          Source("sdk-doc", "pulumi_aws.GetCallerIdentityResult.account_id", "AWS Account ID number")),
+         lambda c: c.account, at_preview=True),
+    Fake("aws:index/getPartition:getPartition", "partition", r"^aws$",
+         (Source("sdk-doc", "pulumi_aws.GetPartitionResult.partition", "`aws` in AWS Commercial"),),
+         lambda c: "aws", at_preview=True),
+    Fake("aws:index/getPartition:getPartition", "dnsSuffix", r"^amazonaws\.com$",
+         (Source("sdk-doc", "pulumi_aws.GetPartitionResult.dns_suffix", "`amazonaws.com` in AWS Commercial"),),
+         lambda c: "amazonaws.com", at_preview=True),
+    Fake("aws:eks/getCluster:getCluster", "vpcConfig.clusterSecurityGroupId", r"^sg-([0-9a-f]{8}|[0-9a-f]{17})$",
+         (Source("botocore-example", "eks:DescribeCluster:cluster.resourcesVpcConfig.securityGroupIds.0", "sg-6979fe18"),
+          Source("botocore-doc", "eks:VpcConfigResponse.clusterSecurityGroupId", "The cluster security group that was created by Amazon EKS")),
+         lambda c: f"sg-{c.digest('cluster-sg')}", at_preview=True),
+    Fake("aws:eks/getCluster:getCluster", "name", r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
+         (Source("botocore-example", "eks:DescribeCluster:cluster.name", "devel"),),
+         lambda c: c.inputs["name"], at_preview=True),
+    Fake("aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings", "locations", r"^{region}[a-z]$",
+         (Source("package-data", f"moto:{OFFERINGS_DATA}/us-east-2.json.gz", "moto's snapshot of EC2 DescribeInstanceTypeOfferings"),
+          Source("sdk-doc", "pulumi_aws.ec2.GetInstanceTypeOfferingsResult.locations", "List of locations.")),
+         _offered_locations, at_preview=True),
+)
+
+
+def fakes_for(token: str) -> list[Fake]:
+    return [f for f in FAKES if f.token == token]
+
+
+def set_path(target: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        target = target.setdefault(part, {})
+    target[last] = value
+
+
+def answer(token: str, name: str, inputs: dict[str, Any], region: str, preview: bool) -> dict[str, Any]:
+    """The computed outputs a resource (or an invoke) gets back, on top of its echoed inputs."""
+    context = Context(region=region, token=token, name=name, inputs=inputs)
+    outputs: dict[str, Any] = {}
+    for fake in fakes_for(token):
+        if preview and not fake.at_preview:
+            continue
+        value = fake.make(context)
+        set_path(outputs, fake.output, value)
+    return outputs
