@@ -1,4 +1,5 @@
-# Entry points. Offline: setup, test, plan. Real account: up, destroy, benchmark, results.
+# Entry points. Offline: setup, test, plan (PREVIEW=1: as `pulumi preview`). Real account: up,
+# destroy, benchmark, results.
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
@@ -21,7 +22,7 @@ check-stack:
 	@test -n "$(STACK)" || { echo "set STACK=<name>; stacks: $(STACKS)"; exit 2; }
 
 plan: setup check-stack
-	$(PY) -m offline.plan --stack $(STACK)
+	$(PY) -m offline.plan --stack $(STACK) $(if $(PREVIEW),--preview)
 
 plan-all: setup
 	@for s in $(STACKS); do $(PY) -m offline.plan --stack $$s > /dev/null || exit $$?; echo "planned $$s"; done

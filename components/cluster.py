@@ -10,10 +10,11 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from stackconfig.catalog import EKS_ADDON_VERSIONS
+
 from .handle import SYSTEM_NODE_LABEL
 from .iam import ec2_node_role
 from .identity import Mechanism, WorkloadIdentity
-from .versions import EKS_ADDON_VERSIONS
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,8 @@ class ClusterArgs:
     tags: dict[str, str]
 
 
-def node_addon(name: str, cluster_name: str, addon: str, system_nodes: pulumi.Resource, parent: pulumi.Resource,
-               configuration: dict | None = None) -> aws.eks.Addon:
+def node_addon(name: str, cluster_name: str, addon: str, version: str, system_nodes: pulumi.Resource,
+               parent: pulumi.Resource, configuration: dict | None = None) -> aws.eks.Addon:
     """An EKS add-on whose pods need a node: created only once the system node group exists.
 
     Created with the control plane, such an add-on stays DEGRADED and the provider's waiter fails
@@ -41,7 +42,7 @@ def node_addon(name: str, cluster_name: str, addon: str, system_nodes: pulumi.Re
         name,
         cluster_name=cluster_name,
         addon_name=addon,
-        addon_version=EKS_ADDON_VERSIONS[addon],
+        addon_version=version,
         resolve_conflicts_on_create="OVERWRITE",
         resolve_conflicts_on_update="OVERWRITE",
         configuration_values=json.dumps(configuration, sort_keys=True) if configuration else None,
@@ -67,6 +68,7 @@ class Cluster(pulumi.ComponentResource):
         super().__init__("sdtrn2:cluster:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         irsa = args.workload_identity == "irsa"
+        versions = EKS_ADDON_VERSIONS[args.kubernetes_version]
         cluster = eks.Cluster(
             f"{name}-eks",
             name=args.cluster_name,
@@ -81,12 +83,12 @@ class Cluster(pulumi.ComponentResource):
             create_oidc_provider=irsa,
             skip_default_node_group=True,
             enabled_cluster_log_types=["api", "audit", "authenticator"],
-            vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=EKS_ADDON_VERSIONS["vpc-cni"]),
+            vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=versions["vpc-cni"]),
             # pulumi-eks creates CoreDNS with the control plane when enabled (its default is
             # true: CoreDnsAddonOptionsArgs.enabled); it is created below, after the nodes.
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
             # kube-proxy is a DaemonSet: with no node yet it has nothing to wait for.
-            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=True, version=EKS_ADDON_VERSIONS["kube-proxy"]),
+            kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=True, version=versions["kube-proxy"]),
             tags=args.tags,
             opts=child,
         )
@@ -107,11 +109,12 @@ class Cluster(pulumi.ComponentResource):
             tags=args.tags,
             opts=child,
         )
-        addons = [node_addon(f"{name}-coredns", args.cluster_name, "coredns", system_nodes, self)]
+        addons = [node_addon(f"{name}-coredns", args.cluster_name, "coredns", versions["coredns"], system_nodes, self)]
         if not irsa:
             # The agent (a DaemonSet on 169.254.170.23) serves Pod Identity credentials; the node
             # role's AmazonEKSWorkerNodePolicy carries eks-auth:AssumeRoleForPodIdentity.
-            addons.append(node_addon(f"{name}-pod-identity-agent", args.cluster_name, "eks-pod-identity-agent", system_nodes, self))
+            addons.append(node_addon(f"{name}-pod-identity-agent", args.cluster_name, "eks-pod-identity-agent",
+                                     versions["eks-pod-identity-agent"], system_nodes, self))
         # Karpenter's nodes join through the EKS-managed cluster security group, which it finds
         # by the discovery tag (FACTS.md: selectors by tag, not by id).
         described = aws.eks.get_cluster_output(

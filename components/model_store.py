@@ -9,12 +9,11 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from stackconfig.catalog import InstanceShape
+from stackconfig.catalog import EKS_ADDON_VERSIONS, InstanceShape
 
 from .handle import ClusterHandle
 from .iam import deny_insecure_transport, policy_document
 from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
-from .versions import EKS_ADDON_VERSIONS
 
 # The driver's node plugin runs as this service account and hands its own IRSA or Pod Identity
 # token to the Mountpoint pods it starts in namespace mount-s3 (driver-level credentials:
@@ -58,6 +57,8 @@ def tls_only_bucket_policy(bucket_arn: str) -> dict:
 @dataclass(frozen=True)
 class ModelStoreArgs:
     cluster_name: str
+    kubernetes_version: str
+    """Selects the driver add-on's pinned build."""
     retain_on_destroy: bool
     """False: `pulumi destroy` empties and deletes the bucket. True: the bucket (compiled
     artifacts, prepared weights, benchmark results) outlives the stack."""
@@ -107,7 +108,7 @@ class ModelStore(pulumi.ComponentResource):
             f"{name}-csi",
             cluster_name=args.cluster_name,
             addon_name="aws-mountpoint-s3-csi-driver",
-            addon_version=EKS_ADDON_VERSIONS["aws-mountpoint-s3-csi-driver"],
+            addon_version=EKS_ADDON_VERSIONS[args.kubernetes_version]["aws-mountpoint-s3-csi-driver"],
             # IRSA: the add-on annotates its service account. Pod Identity: the role's own
             # association, which must exist before the driver's pods start (they only receive
             # credentials at start), hence the dependency on the role below.

@@ -58,6 +58,7 @@ def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provi
     neuron = NeuronDra("neuron-dra", NeuronDraArgs(provider=cluster.provider, cluster_ready=cluster.ready))
     model_store = ModelStore("model-store", ModelStoreArgs(
         cluster_name=spec.cluster_name,
+        kubernetes_version=spec.cluster.kubernetes_version,
         retain_on_destroy=spec.retain_model_store,
         identity=cluster.identity,
         cluster_ready=cluster.ready,

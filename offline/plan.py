@@ -91,13 +91,15 @@ def summary(spec: StackSpec | PlatformSpec, recording: Recording, notes: list[st
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--stack", required=True, help=f"one of: {', '.join(stack_names())}")
-    parser.add_argument("--out", type=Path, default=ROOT / "build" / "plan")
+    parser.add_argument("--out", type=Path, help="default: build/plan, or build/preview with --preview")
+    parser.add_argument("--preview", action="store_true",
+                        help="run as `pulumi preview` does: values a provider computes at create time are unknown")
     args = parser.parse_args(argv)
-    out_dir = args.out / args.stack
+    out_dir = (args.out or ROOT / "build" / ("preview" if args.preview else "plan")) / args.stack
     try:
         stack_input = load_stack(args.stack)
         spec = stack_input.spec()
-        recording = run_stack(stack_input)
+        recording = run_stack(stack_input, preview=args.preview)
     except (FileNotFoundError, ConfigError, pulumi.RunError) as error:
         # RunError: what the program refuses at deploy time (no zone offers the instance type).
         # A failed plan leaves no earlier plan behind to be mistaken for this one.

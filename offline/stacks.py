@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stackconfig import HUGGING_FACE_TOKEN_KEY, ConfigError, PlatformSpec, StackSpec, parse_stack_config
+from stackconfig import HUGGING_FACE_TOKEN_KEY, PlatformSpec, StackSpec, parse_stack_config
+from stackconfig.parse import gated_models
 from stackconfig.source import StackFiles
 
 from .engine import Recording, StackOutputs, run_program
@@ -61,7 +62,7 @@ def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInpu
         config[key] = OFFLINE_TOKEN_PLACEHOLDER if key == token_key else "[encrypted]"
         stack_input.secret_keys.append(key)
         stack_input.notes.append(f"{key} is encrypted in the stack file; the offline plan uses a placeholder")
-    if token_key not in config and _needs_token(stack, config):
+    if token_key not in config and gated_models(PROJECT, config):
         config[token_key] = OFFLINE_TOKEN_PLACEHOLDER
         stack_input.secret_keys.append(token_key)
         stack_input.notes.append(
@@ -69,17 +70,6 @@ def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInpu
             f"`pulumi up` needs it for gated models: pulumi config set --secret {HUGGING_FACE_TOKEN_KEY} hf_..."
         )
     return stack_input
-
-
-def _needs_token(stack: str, config: dict[str, Any]) -> bool:
-    """Whether the stack serves a gated model (judged with a stand-in token, so that only
-    genuine config problems remain for the real parse to report)."""
-    try:
-        spec = parse_stack_config(PROJECT, stack, {**config, f"{PROJECT}:{HUGGING_FACE_TOKEN_KEY}": "x"},
-                                  read_stack=FILES.config)
-    except ConfigError:
-        return False
-    return isinstance(spec, StackSpec) and spec.requires_hugging_face_token
 
 
 def run_stack(stack_input: StackInput, preview: bool = False) -> Recording:
@@ -97,6 +87,7 @@ def run_stack(stack_input: StackInput, preview: bool = False) -> Recording:
         stack_input.secret_keys,
         lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__"),
         references=references,
+        preview=preview,
     )
 
 

@@ -75,6 +75,29 @@ DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 LOGICAL_NEURON_CORE_SIZES = (1, 2)
 SPECULATIVE_TOKENS_RANGE = (1, 15)
 MIN_KUBERNETES_VERSION = (1, 34)
+NEWEST_EKS_VERSION = (1, 36)
+"""The newest Kubernetes minor EKS offers as far as this program knows (EKS user guide version
+tables list 1.36 add-on builds; no evidence of 1.37 on EKS). A higher value is a typo."""
+
+# EKS add-on builds, per Kubernetes minor: a version is usable only once its builds are pinned
+# here. `make preflight` checks each against DescribeAddonVersions in the stack's region before
+# anything is created. Sources for 1.34 (EKS user guide version tables, read from stored copies;
+# the pages carry no dates):
+# - vpc-cni: "Amazon VPC CNI" table, 1.34 row (docs.amazonaws.cn/eks/latest/userguide/pod-networking.html)
+# - coredns: "Manage CoreDNS" table, 1.34 row (docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-coredns.md)
+# - kube-proxy: "Manage kube-proxy" table, 1.34 row (docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md)
+# - eks-pod-identity-agent: no AWS table exists; a public Terraform pin for 1.34 (unverified)
+# - aws-mountpoint-s3-csi-driver: v2.3.0-eksbuild.1 is quoted with its configuration schema in
+#   aws/containers-roadmap#2785 (2026-03); its 1.34 compatibility is not documented
+EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
+    "1.34": {
+        "vpc-cni": "v1.20.4-eksbuild.1",
+        "coredns": "v1.13.2-eksbuild.11",
+        "kube-proxy": "v1.34.6-eksbuild.13",
+        "eks-pod-identity-agent": "v1.3.10-eksbuild.2",
+        "aws-mountpoint-s3-csi-driver": "v2.3.0-eksbuild.1",
+    },
+}
 WORKLOAD_IDENTITIES = ("irsa", "pod-identity")
 
 
@@ -84,6 +107,25 @@ def known_regions() -> tuple[str, ...]:
     endpoint data (botocore/data/endpoints.json, pinned through boto3 in requirements.txt)."""
     return tuple(sorted(botocore.session.get_session().get_available_regions("eks")))
 CAPACITY_TYPES = ("on-demand", "reserved")
+
+# Limits of where config values end up (each checked by validation, naming the key to change):
+DASHBOARD_MAX_WIDGETS = 500
+"""CloudWatch's limit on widgets per dashboard, as the project's issue states it (CloudWatch
+service quotas; an older awsx docstring says 100)."""
+DASHBOARD_WIDGETS_PER_TEST_CASE = 4
+"""components/benchmark.py dashboard_body: one row of metric widgets per test case (a test
+keeps the two in step), plus one header widget."""
+CONFIG_MAP_MAX_BYTES = 1024 * 1024
+"""Kubernetes: the data in a ConfigMap cannot exceed 1 MiB (kubernetes.io, "ConfigMaps")."""
+TEST_CASE_PROMPTS_MAX_BYTES = 512 * 1024
+"""The benchmark ConfigMap carries the pod's code (~tens of KiB) and the run config, whose bulk
+is the test-case prompts; half the ConfigMap limit for the prompts leaves ample room."""
+TAG_KEY_MAX, TAG_VALUE_MAX = 128, 256
+"""AWS tag limits (IAM/EC2 "Tag naming limits"); keys starting with `aws:` are reserved."""
+KARPENTER_RESERVED_TAGS = ("eks:eks-cluster-name", "kubernetes.io/cluster/", "karpenter.sh/nodepool",
+                           "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass")
+"""Tags the EC2NodeClass refuses (its CEL rule "tag contains a restricted tag matching ...",
+shared/schemas/karpenter-v1.14.1/karpenter.k8s.aws_ec2nodeclasses.yaml); the stack's tags go there."""
 
 # The sample's eight LLMPerf test cases (FACTS.md, "LLMPerf"); slugs become the CloudWatch
 # TestCase dimension. None keeps LLMPerf's own sonnet.txt (the "original sonnets" case).

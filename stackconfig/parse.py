@@ -6,13 +6,22 @@ function serves `pulumi up`, the offline plan and the tests.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import re
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from .catalog import (
     CAPACITY_TYPES,
+    DASHBOARD_MAX_WIDGETS,
+    DASHBOARD_WIDGETS_PER_TEST_CASE,
     DEFAULT_TEST_CASES,
+    EKS_ADDON_VERSIONS,
+    KARPENTER_RESERVED_TAGS,
+    NEWEST_EKS_VERSION,
+    TAG_KEY_MAX,
+    TAG_VALUE_MAX,
+    TEST_CASE_PROMPTS_MAX_BYTES,
     DEVICE_GROUP_SIZES,
     INSTANCE_SHAPES,
     LOGICAL_NEURON_CORE_SIZES,
@@ -117,13 +126,16 @@ class _Section:
 
         return self._get(name, default, int, "an integer", check)
 
-    def string(self, name: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None, pattern: re.Pattern | None = None, hint: str = ""):
+    def string(self, name: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None, pattern: re.Pattern | None = None,
+               hint: str = "", check: Callable[[str], str | None] | None = None):
+        extra = check
+
         def check(value: str) -> str | None:
             if choices is not None and value not in choices:
                 return f"{value!r} is not one of {', '.join(choices)}"
             if pattern is not None and not pattern.match(value):
                 return f"{value!r} is not valid{': ' + hint if hint else ''}"
-            return None
+            return extra(value) if extra else None
 
         return self._get(name, default, str, "a string", check)
 
@@ -221,17 +233,42 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     return spec
 
 
+def gated_models(project: str, config: Mapping[str, Any]) -> list[str]:
+    """The gated models a stack's config names (target and drafts), read from the raw values
+    so that other problems in the config do not hide the answer."""
+    raw = {k.partition(":")[2]: v for k, v in config.items() if k.startswith(f"{project}:")}
+    named = [(raw.get("serving") or {}).get("target") if isinstance(raw.get("serving"), dict) else None]
+    for variant in raw.get("variants") or [] if isinstance(raw.get("variants"), list) else []:
+        if isinstance(variant, dict):
+            named += [variant.get("target"), variant.get("draft")]
+    return sorted({m for m in named if isinstance(m, str) and m in MODELS and MODELS[m].gated})
+
+
 def _raise_if(stack: str, problems: list[tuple[str, str]]) -> None:
     if problems:
         raise ConfigError(stack, problems)
 
 
 def _tags(top: _Section) -> dict[str, str]:
+    """Extra tags for every AWS resource and the trn2 instances (through the EC2NodeClass)."""
     tags = top.mapping("tags", {}) or {}
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
-        top.problem("tags", "must map strings to strings")
-        return {}
-    return dict(tags)
+    for key, value in tags.items():
+        problem = _tag_problem(key, value)
+        if problem:
+            top.problem(f"tags.{key}", problem)
+    return {k: v for k, v in tags.items() if not _tag_problem(k, v)}
+
+
+def _tag_problem(key: Any, value: Any) -> str | None:
+    if not isinstance(key, str) or not isinstance(value, str) or not key:
+        return "tags map non-empty strings to strings"
+    if key.lower().startswith("aws:"):
+        return "tag keys starting with aws: are reserved by AWS"
+    if len(key) > TAG_KEY_MAX or len(value) > TAG_VALUE_MAX:
+        return f"AWS allows keys of {TAG_KEY_MAX} and values of {TAG_VALUE_MAX} characters"
+    if any(key.startswith(reserved) for reserved in KARPENTER_RESERVED_TAGS):
+        return f"Karpenter reserves it (the EC2NodeClass refuses tags matching {', '.join(KARPENTER_RESERVED_TAGS)})"
+    return None
 
 
 def _parse_platform(top: _Section, project: str, stack: str, region: str, raw: Mapping[str, Any]) -> PlatformSpec:
@@ -314,10 +351,27 @@ def _split_namespaces(project: str, config: Mapping[str, Any], problems: list[tu
     return raw, region if isinstance(region, str) else ""
 
 
+def _vpc_cidr(value: str) -> str | None:
+    """A /16 inside 10.0.0.0/8: private subnets take a /19 per zone, public ones a /24."""
+    try:
+        network = ipaddress.ip_network(value)
+    except ValueError:
+        return f"{value!r} is not a CIDR block (e.g. 10.64.0.0/16)"
+    if network.prefixlen != 16 or not network.subnet_of(ipaddress.ip_network("10.0.0.0/8")):
+        return f"{value!r} is not a /16 inside 10.0.0.0/8 (e.g. 10.64.0.0/16)"
+    return None
+
+
 def _parse_cluster(s: _Section, region: str) -> ClusterSettings:
     version = s.string("kubernetesVersion", "1.34", pattern=re.compile(r"^1\.\d+$"), hint='a "1.N" version')
-    if version and tuple(int(p) for p in version.split(".")) < MIN_KUBERNETES_VERSION:
+    minor = tuple(int(p) for p in version.split(".")) if version else None
+    if minor and minor < MIN_KUBERNETES_VERSION:
         s.problem("kubernetesVersion", f"{version} is below 1.34, the first version the Neuron DRA driver supports")
+    elif minor and minor > NEWEST_EKS_VERSION:
+        s.problem("kubernetesVersion", f"{version} is above {'.'.join(map(str, NEWEST_EKS_VERSION))}, the newest EKS version this program knows")
+    elif version and version not in EKS_ADDON_VERSIONS:
+        s.problem("kubernetesVersion", f"no EKS add-on builds are pinned for {version} (stackconfig/catalog.py EKS_ADDON_VERSIONS; "
+                                       f"pinned: {', '.join(EKS_ADDON_VERSIONS)}); `aws eks describe-addon-versions --kubernetes-version {version}` lists them")
     zones = s.listing("availabilityZones", [])
     for index, zone in enumerate(zones or []):
         if not isinstance(zone, str) or not _AVAILABILITY_ZONE.match(zone) or (region and not zone.startswith(region)):
@@ -333,7 +387,7 @@ def _parse_cluster(s: _Section, region: str) -> ClusterSettings:
         kubernetes_version=version or "",
         system_node_instance_type=s.string("systemNodeInstanceType", "m7i.xlarge"),
         system_node_count=s.integer("systemNodeCount", 2, low=2, high=10),
-        vpc_cidr=s.string("vpcCidr", "10.64.0.0/16", pattern=re.compile(r"^10\.\d{1,3}\.0\.0/16$"), hint="a 10.x.0.0/16 block"),
+        vpc_cidr=s.string("vpcCidr", "10.64.0.0/16", check=_vpc_cidr) or "10.64.0.0/16",
         availability_zone_count=zone_count or 2,
         availability_zones=tuple(zones or ()),
         workload_identity=s.string("workloadIdentity", "irsa", choices=WORKLOAD_IDENTITIES) or "irsa",
@@ -360,6 +414,21 @@ def _parse_capacity(s: _Section) -> CapacitySettings:
     )
 
 
+_IMAGE = re.compile(r"^(?P<repository>[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::\d+)?(?:/[a-z0-9]+(?:[._-][a-z0-9]+)*)*)"
+                    r"(?::(?P<tag>[\w][\w.-]{0,127}))?(?:@(?P<digest>sha256:[0-9a-f]{64}))?$")
+
+
+def _pinned_image(value: str) -> str | None:
+    """An image reference with a tag other than `latest`, or a digest: the README promises
+    every image is pinned (a moving tag would change what a stack runs without a diff)."""
+    match = _IMAGE.match(value)
+    if not match:
+        return f"{value!r} is not an image reference (registry/repository:tag)"
+    if not match["digest"] and (not match["tag"] or match["tag"] == "latest"):
+        return f"{value!r} is not pinned: give a version tag (not latest) or a @sha256 digest"
+    return None
+
+
 def _parse_serving(s: _Section, capacity: CapacitySettings) -> ServingSettings:
     devices = s.integer("devicesPerVariant", allowed=DEVICE_GROUP_SIZES)
     node_devices = INSTANCE_SHAPES[capacity.instance_type].neuron_devices
@@ -367,7 +436,7 @@ def _parse_serving(s: _Section, capacity: CapacitySettings) -> ServingSettings:
         s.problem("devicesPerVariant", f"{devices} devices do not fit on a {capacity.instance_type} ({node_devices} devices)")
     lnc = s.integer("logicalNeuronCores", 2, allowed=LOGICAL_NEURON_CORE_SIZES)
     serving = ServingSettings(
-        image=s.string("image", DEFAULT_VLLM_IMAGE, pattern=re.compile(r"^[^\s:]+:[^\s:]+$"), hint="an image with a pinned tag"),
+        image=s.string("image", DEFAULT_VLLM_IMAGE, check=_pinned_image),
         target=s.model("target"),
         devices_per_variant=devices or 0,
         logical_neuron_cores=lnc or 2,
@@ -390,6 +459,14 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
             s.problem(f"testCases.{case_slug}", "prompt must be a non-empty string, or null for LLMPerf's own sonnets")
     if test_cases == {}:
         s.problem("testCases", "needs at least one test case")
+    most = (DASHBOARD_MAX_WIDGETS - 1) // DASHBOARD_WIDGETS_PER_TEST_CASE
+    if test_cases and len(test_cases) > most:
+        s.problem("testCases", f"{len(test_cases)} test cases need {1 + len(test_cases) * DASHBOARD_WIDGETS_PER_TEST_CASE} dashboard "
+                               f"widgets; CloudWatch allows {DASHBOARD_MAX_WIDGETS} (at most {most} test cases)")
+    prompt_bytes = sum(len(p.encode()) for p in (test_cases or {}).values() if isinstance(p, str))
+    if prompt_bytes > TEST_CASE_PROMPTS_MAX_BYTES:
+        s.problem("testCases", f"prompts total {prompt_bytes} bytes; the benchmark's ConfigMap (1 MiB at most) leaves "
+                               f"{TEST_CASE_PROMPTS_MAX_BYTES} for them")
     input_tokens = s.integer("inputTokens", low=1)
     output_tokens = s.integer("outputTokens", low=2)
     if input_tokens and output_tokens and serving.max_model_len and input_tokens + output_tokens > serving.max_model_len:
@@ -405,7 +482,7 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
         requests_per_test_case=s.integer("requestsPerTestCase", 10, low=1, high=1000),
         request_timeout_s=s.integer("requestTimeoutSeconds", 3600, low=60),
         test_cases=dict(test_cases or {}),
-        image=s.string("image", DEFAULT_BENCHMARK_IMAGE, pattern=re.compile(r"^[^\s:]+:[^\s:]+$"), hint="an image with a pinned tag"),
+        image=s.string("image", DEFAULT_BENCHMARK_IMAGE, check=_pinned_image),
         llmperf_commit=s.string("llmperfCommit", LLMPERF_COMMIT, pattern=re.compile(r"^[0-9a-f]{7,40}$"), hint="a git commit sha"),
         metrics_namespace=namespace or "",
     )

@@ -2,8 +2,26 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 from offline.engine import Recording, RecordedResource
+from offline.stacks import ROOT
+
+PROGRAM_PARTS = ("__main__.py", "Pulumi.yaml", "components", "stackconfig", "offline", "benchmark", "stacks")
+
+
+def project_copy(target: Path) -> Path:
+    """A copy of the program and its stack files, for tests that must change a stack file
+    (nothing writes into the source tree's stacks/). Run `python -m offline.plan` inside it."""
+    target.mkdir(parents=True, exist_ok=True)
+    for part in PROGRAM_PARTS:
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, target / part, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, target / part)
+    return target
 
 
 def child(recording: Recording, parent: RecordedResource, type_token: str) -> RecordedResource:

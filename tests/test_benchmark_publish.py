@@ -1,5 +1,4 @@
 """benchmark.publish against moto's CloudWatch, and the batching rules of PutMetricData."""
-import os
 
 import boto3
 import pytest

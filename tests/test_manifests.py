@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import copy
 from functools import lru_cache
-from pathlib import Path
 
 import jsonschema
 import kubernetes_validate

@@ -8,6 +8,8 @@ import yaml
 from offline import plan
 from offline.stacks import ROOT, STACKS_DIR
 
+from .helpers import project_copy
+
 
 def run_plan(tmp_path, stack):
     return plan.main(["--stack", stack, "--out", str(tmp_path)])
@@ -37,17 +39,14 @@ def test_secrets_never_reach_the_plan(tmp_path, capsys):
     assert "[secret]" in everything
 
 
-def test_bad_stack_file_exits_2_with_every_problem(tmp_path):
-    bad = STACKS_DIR / "Pulumi.zz-broken-test.yaml"
-    config = yaml.safe_load((STACKS_DIR / "Pulumi.qwen3-32b-qwen3-1.7b.yaml").read_text())
+def test_bad_stack_file_exits_2_with_every_problem_from_the_command_line(tmp_path):
+    project = project_copy(tmp_path / "project")
+    config = yaml.safe_load((project / "stacks" / "Pulumi.qwen3-32b-qwen3-1.7b.yaml").read_text())
     config["config"]["sd-trn2:serving"]["devicesPerVariant"] = 3
     config["config"]["sd-trn2:serving"]["maxNumSeqz"] = 4
-    bad.write_text(yaml.safe_dump(config))
-    try:
-        result = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", "zz-broken-test", "--out", str(tmp_path)],
-                                cwd=ROOT, capture_output=True, text=True, timeout=120)
-    finally:
-        bad.unlink()
+    (project / "stacks" / "Pulumi.zz-broken-test.yaml").write_text(yaml.safe_dump(config))
+    result = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", "zz-broken-test", "--out", str(tmp_path / "out")],
+                            cwd=project, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2, result.stderr
     assert "serving.devicesPerVariant" in result.stderr and "serving.maxNumSeqz" in result.stderr
     assert "Traceback" not in result.stderr

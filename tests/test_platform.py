@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import shutil
 import subprocess
 import sys
 
@@ -17,6 +16,7 @@ from offline.stacks import load_stack, run_stack
 from stackconfig import ConfigError, PlatformSpec
 
 from .conftest import PLATFORMS, SHARED, recorded
+from .helpers import project_copy
 
 PLATFORM = "organization/sd-trn2/platform"
 # Types only a platform creates.
@@ -147,10 +147,7 @@ def test_a_platform_refuses_pairing_keys():
 def test_a_pod_identity_platform_gives_its_pairings_associations(tmp_path):
     """The program reads the platform's stack file from disk, so this plans a copy of the project
     whose platform uses Pod Identity (no test writes into stacks/)."""
-    root = offline_stacks.ROOT
-    for part in ("__main__.py", "Pulumi.yaml", "components", "stackconfig", "offline", "benchmark", "stacks"):
-        source = root / part
-        (shutil.copytree if source.is_dir() else shutil.copy)(source, tmp_path / part)
+    project_copy(tmp_path)
     platform_file = tmp_path / "stacks" / "Pulumi.platform.yaml"
     config = yaml.safe_load(platform_file.read_text())
     config["config"]["sd-trn2:cluster"] = {"workloadIdentity": "pod-identity"}

@@ -1,8 +1,6 @@
 """Model store, model access and the vLLM servers of every stack."""
 import json
 
-import pytest
-
 from offline.stacks import load_stack, run_stack
 
 from .helpers import assert_least_privilege, role_documents, trust_condition
