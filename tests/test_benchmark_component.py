@@ -44,6 +44,8 @@ def test_job_and_cronjob_template_share_one_spec(recording, spec):
     assert job["metadata"]["name"].startswith("llmperf-") and len(job["metadata"]["name"]) == len("llmperf-") + 8
     assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     assert cron["spec"]["suspend"] is True and cron["spec"]["jobTemplate"]["spec"] == job["spec"]
+    # An hours-long run that failed is looked at, not silently repeated.
+    assert job["spec"]["backoffLimit"] == 0
     pod = job["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "llmperf" and pod["nodeSelector"] == {"sd-trn2/node-role": "system"}
     (container,) = pod["containers"]

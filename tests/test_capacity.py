@@ -87,6 +87,9 @@ def test_static_node_pool_sized_from_the_variants(recording, spec):
     requirements = {r["key"]: r["values"] for r in template["requirements"]}
     assert requirements["node.kubernetes.io/instance-type"] == [spec.capacity.instance_type]
     assert requirements["karpenter.sh/capacity-type"] == ["on-demand"]
+    # Replacing a node loses its weight cache and compiled graphs: nodes live as long as the stack.
+    assert template["expireAfter"] == "Never"
+    assert pool["disruption"] == {"consolidateAfter": "Never"}
 
 
 def test_ec2_node_class(recording, spec):

@@ -90,6 +90,13 @@ def test_each_rule_names_the_key(path, value, bad_key, words):
     assert words in problems[bad_key]
 
 
+def test_tensor_parallel_degree_counts_logical_cores():
+    """TP = devices x (8 / LNC): LNC 2 pairs a device's 8 physical cores into 4 logical ones."""
+    assert parse(BASE).variant("base").tensor_parallel_size == 32
+    one = parse(edited(BASE, "serving.logicalNeuronCores", 1))
+    assert one.variant("base").tensor_parallel_size == 64 and one.variant("sd").tensor_parallel_size == 64
+
+
 def test_region_is_required_and_known():
     for region, words in ((None, "is required"), ("us-west-9", "not an AWS region")):
         with pytest.raises(ConfigError) as caught:

@@ -57,6 +57,9 @@ def test_neuron_environment_and_artifact_paths(recording, spec):
         variant = spec.variant(name)
         env = {e["name"]: e.get("value") for e in container(deployment)["env"]}
         assert env["VLLM_NEURON_FRAMEWORK"] == "neuronx-distributed-inference"
+        # Draft-model speculation exists only on the V0 path; the runtime's core size is the LNC.
+        assert env["VLLM_USE_V1"] == "0"
+        assert env["NEURON_RT_VIRTUAL_CORE_SIZE"] == str(variant.serving.logical_neuron_cores)
         assert env["ARTIFACT_DIR"] == f"/var/mdl/{variant.artifact_path}"
         assert env["NEURON_COMPILED_ARTIFACTS"].endswith(variant.artifact_path)
         assert deployment.inputs["metadata"]["annotations"]["sd-trn2/artifacts"] == variant.artifact_path
@@ -120,6 +123,9 @@ def test_model_bucket_is_private_encrypted_and_tls_only(recording):
     assert sse["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "AES256"
     (deny,) = json.loads(recording.one("aws:s3/bucketPolicy:BucketPolicy").inputs["policy"])["Statement"]
     assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    # The bucket itself (ListBucket) and every object (Get/Put): both must refuse plain HTTP.
+    arn = bucket.outputs["arn"]
+    assert deny["Resource"] == [arn, f"{arn}/*"] and deny["Action"] == "s3:*" and deny["Principal"] == "*"
 
 
 def test_retained_model_store_is_not_force_destroyed():
