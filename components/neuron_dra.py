@@ -6,6 +6,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from stackconfig.catalog import device_group_for
+
 from .handle import NEURON_TOLERATION, ClusterHandle
 from .versions import NEURON_HELM_CHART, NEURON_HELM_CHART_VERSION
 
@@ -30,7 +32,12 @@ def claim_template_name(devices: int) -> str:
 
 
 def claim_template_spec(devices: int, instance_type: str, logical_neuron_cores: int) -> dict:
-    """resource.k8s.io/v1 claim for `devices` connected Neuron devices (FACTS.md, Neuron DRA)."""
+    """resource.k8s.io/v1 claim for `devices` connected Neuron devices (FACTS.md, Neuron DRA).
+
+    The driver publishes groups of 1, 4, 8 and 16 connected devices (devicegroupN_id); a claim
+    is constrained to the smallest group that holds it, so 2 devices (TP 8 at LNC 2, the
+    EAGLE3 tutorial's shape) come from one 4-device group. No Neuron document shows a 2-device
+    claim: this keeps the tutorial's LNC 2 rather than compiling for LNC 1 on one device."""
     return {
         "spec": {
             "devices": {
@@ -45,7 +52,8 @@ def claim_template_spec(devices: int, instance_type: str, logical_neuron_cores: 
                 }],
                 # Devices of one group share a devicegroupN_id: the allocation is contiguous,
                 # which tensor-parallel collectives need.
-                "constraints": [{"requests": [CLAIM_REQUEST], "matchAttribute": f"resource.aws.com/devicegroup{devices}_id"}],
+                "constraints": [{"requests": [CLAIM_REQUEST],
+                                 "matchAttribute": f"resource.aws.com/devicegroup{device_group_for(devices)}_id"}],
                 "config": [{
                     "requests": [CLAIM_REQUEST],
                     "opaque": {

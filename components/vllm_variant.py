@@ -1,26 +1,23 @@
 """One vLLM server (Deployment + ClusterIP Service) as a function of a typed Variant.
 
 Baseline and SD servers come from the same function: they differ only where the Variant does
-(draft, speculation, weights), which is what makes their comparison fair.
+(draft, speculation, weights), which is what makes their comparison fair. What the container
+runs depends on the variant's engine (components/engines.py).
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from stackconfig.catalog import INSTANCE_SHAPES, MODELS
+from stackconfig.catalog import INSTANCE_SHAPES
 from stackconfig.model import MODEL_STORE_MOUNT_PATH, Variant
 
+from .engines import NODE_CACHE_MOUNT, VLLM_PORT, server
 from .handle import ClusterHandle
-from .model_access import token_env
 from .neuron_dra import CLAIM_REQUEST
-
-VLLM_PORT = 8000
-NODE_CACHE_MOUNT = "/node-cache"
 SCRIPT_MOUNT = "/opt/sd-trn2"
 # Kept off the trn2 node's allocatable for kubelet, the DRA/CSI/CNI daemons and headroom.
 NODE_RESERVED_VCPUS = 8
@@ -37,53 +34,9 @@ def workload_name(variant: Variant) -> str:
     return f"vllm-{variant.name}"
 
 
-def model_reference(variant: Variant) -> str:
-    """What vLLM loads: the hub id, or the node-cache copy of prepared weights."""
-    if variant.weights_path:
-        return f"{NODE_CACHE_MOUNT}/{variant.weights_path}"
-    return variant.target
-
-
-def vllm_arguments(variant: Variant) -> list[str]:
-    args = [
-        "serve", model_reference(variant),
-        "--served-model-name", variant.served_model_name,
-        "--tensor-parallel-size", str(variant.tensor_parallel_size),
-        "--max-num-seqs", str(variant.serving.max_num_seqs),
-        "--max-model-len", str(variant.serving.max_model_len),
-        "--port", str(VLLM_PORT),
-        "--override-neuron-config", json.dumps(variant.override_neuron_config, sort_keys=True),
-    ]
-    if variant.is_speculative:
-        args += ["--speculative-config", json.dumps(variant.speculative_config, sort_keys=True)]
-    return args
-
-
-def vllm_environment(variant: Variant, token_secret: str | None) -> list[dict]:
-    env = {
-        "VLLM_NEURON_FRAMEWORK": "neuronx-distributed-inference",
-        # Draft-model (fused) speculation exists only on vLLM's V0 Neuron path (FACTS.md).
-        "VLLM_USE_V1": "0",
-        "VLLM_RPC_TIMEOUT": "100000",
-        "NEURON_RT_VIRTUAL_CORE_SIZE": str(variant.serving.logical_neuron_cores),
-        "NEURON_COMPILED_ARTIFACTS": f"{NODE_CACHE_MOUNT}/{variant.artifact_path}",
-        "ARTIFACT_DIR": f"{MODEL_STORE_MOUNT_PATH}/{variant.artifact_path}",
-        "HF_HOME": f"{NODE_CACHE_MOUNT}/huggingface",
-        "VLLM_PORT": str(VLLM_PORT),
-    }
-    if variant.weights_path:
-        env["WEIGHTS_STORE"] = f"{MODEL_STORE_MOUNT_PATH}/{variant.weights_path}"
-        env["WEIGHTS_DIR"] = model_reference(variant)
-    if variant.quantization == "fp8":
-        # Let the Neuron compiler read the rescaled FP8 (e4m3fn) weights as FP8_EXP4 (seed 004).
-        env["XLA_HANDLE_SPECIAL_SCALAR"] = "1"
-        env["UNSAFE_FP8FNCAST"] = "1"
-    return [{"name": k, "value": v} for k, v in env.items()] + token_env(token_secret)
-
-
 def startup_budget_seconds(variant: Variant) -> int:
     """Download + compile + load grows with the model: the sample allows ~4.75 h for 32B."""
-    params = max(MODELS[variant.target].params_billion, MODELS[variant.draft].params_billion if variant.draft else 0)
+    params = max(variant.target_info.params_billion, variant.draft_info.params_billion if variant.draft_info else 0)
     return int(min(12 * 3600, max(3 * 3600, 3600 + 450 * params)))
 
 
@@ -106,6 +59,7 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
              model_store_claim: str, node_cache_path: str, script_config_map: pulumi.Input[str],
              token_secret: str | None) -> dict:
     """Plain data with Outputs only at the leaves (the script ConfigMap's name)."""
+    engine = server(variant, token_secret)
     probe = {"httpGet": {"path": "/health", "port": VLLM_PORT}}
     budget = startup_budget_seconds(variant)
     requests = resource_requests(variant, instance_type)
@@ -116,10 +70,10 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
         "terminationGracePeriodSeconds": 60,
         "containers": [{
             "name": "vllm",
-            "image": variant.serving.image,
+            "image": engine.image,
             "command": ["bash", f"{SCRIPT_MOUNT}/serve.sh"],
-            "args": vllm_arguments(variant),
-            "env": vllm_environment(variant, token_secret),
+            "args": engine.args,
+            "env": engine.env,
             "ports": [{"name": "http", "containerPort": VLLM_PORT}],
             "resources": {"requests": requests, "limits": {"memory": requests["memory"]}, "claims": [{"name": CLAIM_REQUEST}]},
             "startupProbe": {**probe, "periodSeconds": 60, "failureThreshold": budget // 60, "timeoutSeconds": 5},

@@ -11,7 +11,10 @@ from typing import Literal
 
 import botocore.session
 
-ModelKind = Literal["model", "eagle-head"]
+ModelKind = Literal["model", "eagle-head", "eagle3-head", "dflash-head"]
+MODEL_KINDS = ("model", "eagle-head", "eagle3-head", "dflash-head")
+KIND_NAMES = {"model": "a full model", "eagle-head": "an EAGLE head", "eagle3-head": "an EAGLE3 head",
+              "dflash-head": "a DFlash head"}
 
 
 @dataclass(frozen=True)
@@ -26,8 +29,11 @@ class ModelInfo:
     checkpoint_dtype: str = "bf16"
     kind: ModelKind = "model"
     """"model": a full causal LM, usable as a target or as a plain draft (vLLM's draft_model
-    speculation, fused by NxDI). "eagle-head": an EAGLE draft head, which only speculates for
-    the target it was trained on and needs EAGLE mode (FACTS.md, "vLLM on Neuron")."""
+    speculation, fused by NxDI; legacy engine only). "eagle-head" (legacy engine, EAGLE mode),
+    "eagle3-head" and "dflash-head" (vLLM Neuron plugin): draft heads that only speculate for
+    the targets they were trained on (FACTS.md, "vLLM on Neuron", "Serving engines")."""
+    draft_for: tuple[str, ...] = ()
+    """A head's targets (verifiers); empty for full models."""
 
 
 MODELS: dict[str, ModelInfo] = {
@@ -42,6 +48,16 @@ MODELS: dict[str, ModelInfo] = {
     "meta-llama/Llama-3.2-1B-Instruct": ModelInfo("llama3", gated=True, params_billion=1.2),
     "meta-llama/Llama-3.1-8B": ModelInfo("llama3", gated=True, params_billion=8.0),
     "meta-llama/Llama-3.2-1B": ModelInfo("llama3", gated=True, params_billion=1.2),
+    "meta-llama/Llama-3.1-8B-Instruct": ModelInfo("llama3", gated=True, params_billion=8.0),
+    # EAGLE3 heads trained by Red Hat for these verifiers (vllm-project/speculators README,
+    # "Supported Models", commit c05b95b). Their size and gating are not published where this
+    # project could read them: params are estimates (one decoder layer, the fusion layer and a
+    # reduced-vocabulary LM head at the verifier's width), used only for the startup budget and
+    # the "assumed" draft/target cost ratio; gated=False, the target's token is sent anyway.
+    "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3": ModelInfo(
+        "llama3", gated=False, params_billion=0.4, kind="eagle3-head", draft_for=("meta-llama/Llama-3.1-8B-Instruct",)),
+    "RedHatAI/Qwen3-32B-speculator.eagle3": ModelInfo(
+        "qwen3", gated=False, params_billion=0.8, kind="eagle3-head", draft_for=("Qwen/Qwen3-32B",)),
 }
 
 
@@ -72,6 +88,14 @@ INSTANCE_SHAPES: dict[str, InstanceShape] = {
 # The Neuron DRA driver exposes connected device groups of these sizes only
 # (resource.aws.com/devicegroup{1,4,8,16}_id; FACTS.md "Neuron DRA driver").
 DEVICE_GROUP_SIZES = (1, 4, 8, 16)
+DEVICES_PER_VARIANT = (1, 2, 4, 8, 16)
+"""A variant's devices: a whole group, or 2 devices claimed inside one 4-device group (TP 8 at
+LNC 2, the EAGLE3 tutorial's shape; components/neuron_dra.py claim_template_spec)."""
+
+
+def device_group_for(devices: int) -> int:
+    """The connected group a claim of `devices` is constrained to: the smallest that holds it."""
+    return min(size for size in DEVICE_GROUP_SIZES if size >= devices)
 LOGICAL_NEURON_CORE_SIZES = (1, 2)
 SPECULATIVE_TOKENS_RANGE = (1, 15)
 MIN_KUBERNETES_VERSION = (1, 34)

@@ -9,17 +9,19 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from .catalog import INSTANCE_SHAPES, MODELS, InstanceShape
+from .catalog import INSTANCE_SHAPES, InstanceShape, ModelInfo
+from .engines import KV_SEGMENT_SIZES, SINGLE_SHOT_PREFILL_MAX, Engine, powers_of_two_up_to
 from .naming import prefixed, slug, stack_slug
 
 Role = Literal["baseline", "sd"]
 Quantization = Literal["none", "fp8"]
 WorkloadIdentity = Literal["irsa", "pod-identity"]
-SpeculationMethod = Literal["draft_model", "eagle"]
+SpeculationMethod = Literal["draft_model", "eagle", "eagle3", "dflash"]
 """vLLM's speculative_config method: "draft_model" for a plain draft model (vLLM's default when
-no method is given), "eagle" for an EAGLE head (FACTS.md, "vLLM on Neuron")."""
+no method is given) and "eagle" for an EAGLE head on nxdi-legacy; "eagle3" and "dflash" heads on
+vllm-neuron (FACTS.md, "vLLM on Neuron", "Serving engines")."""
 
 # Mountpoint for S3 is mounted at the same path as in the sample (seed 000).
 MODEL_STORE_MOUNT_PATH = "/var/mdl"
@@ -62,7 +64,10 @@ class CapacitySettings:
 class ServingSettings:
     """Serving parameters every variant of a stack shares, so that only the decoding differs."""
 
-    image: str
+    engine: Engine
+    """The default engine of the stack's variants (stackconfig/engines.py)."""
+    image: str | None
+    """serving.image: replaces the default image of `engine`; None keeps each engine's default."""
     target: str
     devices_per_variant: int
     logical_neuron_cores: int
@@ -70,6 +75,13 @@ class ServingSettings:
     max_model_len: int
     node_cache_path: str
     """Host path on the node's RAID0 instance store where weights are cached once per node."""
+    neuron_config: dict[str, Any] = field(default_factory=dict)
+    """Engine settings every variant compiles with (NxDI NeuronConfig fields for nxdi-legacy,
+    plugin neuron_config fields for vllm-neuron), e.g. seed 004's kernels and buckets."""
+    environment: dict[str, str] = field(default_factory=dict)
+    """Extra environment for the servers (e.g. NEURON_RT_EXEC_TIMEOUT); program-managed names refused."""
+    max_num_batched_tokens: int | None = None
+    """vllm-neuron only: the prefill token budget (default derived from max_model_len)."""
 
     @property
     def tensor_parallel_size(self) -> int:
@@ -79,15 +91,20 @@ class ServingSettings:
 
 @dataclass(frozen=True)
 class Variant:
-    """One vLLM server: the baseline or a speculative-decoding configuration."""
+    """One vLLM server: a baseline or a speculative-decoding configuration, on one engine."""
 
     name: str
     role: Role
     target: str
     serving: ServingSettings
+    engine: Engine
+    image: str
+    target_info: ModelInfo
     baseline: str | None = None
-    """For an SD variant: the baseline variant it is compared with."""
+    """The variant this one is compared with: required for SD; optional for a baseline that is
+    itself compared with another (FP8 vs BF16)."""
     draft: str | None = None
+    draft_info: ModelInfo | None = None
     num_speculative_tokens: int | None = None
     draft_max_model_len: int | None = None
     speculation_method: SpeculationMethod | None = None
@@ -95,6 +112,8 @@ class Variant:
     weights_path: str | None = None
     """Bucket-relative folder holding prepared weights (e.g. FP8 rescaled for Neuron); None
     downloads the target from the Hugging Face hub."""
+    neuron_config_extra: dict[str, Any] = field(default_factory=dict)
+    """variants[].neuronConfig: on top of serving.neuronConfig, for this variant only."""
 
     @property
     def is_speculative(self) -> bool:
@@ -113,8 +132,30 @@ class Variant:
         return self.target
 
     @property
-    def override_neuron_config(self) -> dict:
-        config: dict = {"save_sharded_checkpoint": True}
+    def max_num_batched_tokens(self) -> int:
+        """vllm-neuron's prefill budget: the whole context in one shot up to 16384 tokens, else
+        the largest KV segment size (segmented prefill; stackconfig/engines.py)."""
+        if self.serving.max_num_batched_tokens:
+            return self.serving.max_num_batched_tokens
+        length = self.serving.max_model_len
+        return length if length <= SINGLE_SHOT_PREFILL_MAX else max(KV_SEGMENT_SIZES)
+
+    @property
+    def neuron_config(self) -> dict[str, Any]:
+        """What the engine compiles with: --override-neuron-config (nxdi-legacy) or
+        --additional-config's neuron_config (vllm-neuron)."""
+        if self.engine == "vllm-neuron":
+            return {
+                "num_seqs_buckets": powers_of_two_up_to(self.serving.max_num_seqs),
+                "num_batched_tokens_buckets": powers_of_two_up_to(self.max_num_batched_tokens, start=128),
+                # Sampling on the device: required for speculative decoding and async scheduling
+                # (Neuron 2.32 vllm-neuron reference-configuration.md); set for every variant
+                # so baseline and SD sample alike.
+                "on_device_sampling_config": {},
+                **self.serving.neuron_config,
+                **self.neuron_config_extra,
+            }
+        config: dict[str, Any] = {"save_sharded_checkpoint": True, **self.serving.neuron_config, **self.neuron_config_extra}
         if self.is_speculative:
             # NxDI builds fused speculation from vLLM's speculative config whatever its method;
             # EAGLE needs its own switch on top (FACTS.md, "vLLM on Neuron").
@@ -122,20 +163,23 @@ class Variant:
             if self.speculation_method == "eagle":
                 config["enable_eagle_speculation"] = True
         if self.quantization == "fp8":
-            # Seed 004 spells these with hyphens; NxDI's NeuronConfig fields use underscores.
+            # Seed 004's FP8 kernels, as NeuronConfig names them (its vLLM command hyphenated
+            # them, which NxDI ignores with a warning).
             config["quantized_mlp_kernel_enabled"] = True
             config["quantization_type"] = "per_channel_symmetric"
+            config["rmsnorm_quantize_kernel_enabled"] = True
         return config
 
     @property
     def speculative_config(self) -> dict | None:
         if not self.is_speculative:
             return None
-        config: dict = {
-            "model": self.draft,
-            "num_speculative_tokens": self.num_speculative_tokens,
-            "max_model_len": self.draft_max_model_len,
-        }
+        config: dict = {"model": self.draft, "num_speculative_tokens": self.num_speculative_tokens}
+        if self.engine == "vllm-neuron":
+            # The plugin's keys: method, model, num_speculative_tokens (Neuron 2.32
+            # vllm-neuron/docs/design/speculation/speculative_decoding_design.md).
+            return {"method": self.speculation_method, **config}
+        config["max_model_len"] = self.draft_max_model_len
         # A plain draft gets no method: vLLM then selects draft_model, as the Neuron fork's own
         # examples/offline_inference/neuron_speculation.py does; "eagle" would wrap the draft's
         # config as an EAGLE head.
@@ -147,7 +191,8 @@ class Variant:
     def compile_settings(self) -> dict:
         """Everything that changes the compiled Neuron graphs or sharded weights."""
         return {
-            "image": self.serving.image,
+            "engine": self.engine,
+            "image": self.image,
             "target": self.target,
             "weights": self.weights_path,
             "quantization": self.quantization,
@@ -155,7 +200,8 @@ class Variant:
             "logicalNeuronCores": self.serving.logical_neuron_cores,
             "maxNumSeqs": self.serving.max_num_seqs,
             "maxModelLen": self.serving.max_model_len,
-            "overrideNeuronConfig": self.override_neuron_config,
+            "maxNumBatchedTokens": self.max_num_batched_tokens if self.engine == "vllm-neuron" else None,
+            "neuronConfig": self.neuron_config,
             "speculativeConfig": self.speculative_config,
         }
 
@@ -177,8 +223,8 @@ class Variant:
 
     @property
     def gated_models(self) -> tuple[str, ...]:
-        models = [self.target] + ([self.draft] if self.draft else [])
-        return tuple(m for m in models if MODELS[m].gated)
+        models = [(self.target, self.target_info)] + ([(self.draft, self.draft_info)] if self.draft_info else [])
+        return tuple(name for name, info in models if info.gated)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,10 @@ from typing import Any, Callable, Mapping
 
 from .catalog import (
     CAPACITY_TYPES,
+    DEVICES_PER_VARIANT,
+    KIND_NAMES,
+    MODEL_KINDS,
+    ModelInfo,
     DASHBOARD_MAX_WIDGETS,
     DASHBOARD_WIDGETS_PER_TEST_CASE,
     DEFAULT_TEST_CASES,
@@ -22,7 +26,6 @@ from .catalog import (
     TAG_KEY_MAX,
     TAG_VALUE_MAX,
     TEST_CASE_PROMPTS_MAX_BYTES,
-    DEVICE_GROUP_SIZES,
     INSTANCE_SHAPES,
     LOGICAL_NEURON_CORE_SIZES,
     MIN_KUBERNETES_VERSION,
@@ -40,13 +43,21 @@ from .model import (
     StackSpec,
     Variant,
 )
+from .engines import (
+    DFLASH_TENSOR_PARALLEL,
+    ENGINES,
+    KV_SEGMENT_SIZES,
+    METHOD_DRAFT_KIND,
+    PROGRAM_NEURON_CONFIG_KEYS,
+    SINGLE_SHOT_PREFILL_MAX,
+    neuron_config_fields,
+)
 from .naming import name_problems, stack_slug
 
 HUGGING_FACE_TOKEN_KEY = "huggingFaceToken"
 
-DEFAULT_VLLM_IMAGE = (
-    "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04"
-)
+UNKNOWN_MODEL = ModelInfo("", gated=False, params_billion=0)
+"""Stands in for a model id already reported as unknown, so parsing can go on collecting problems."""
 # LLMPerf needs Python < 3.11 (FACTS.md); a patch-pinned slim image keeps the pod reproducible.
 DEFAULT_BENCHMARK_IMAGE = "public.ecr.aws/docker/library/python:3.10.19-slim-bookworm"
 LLMPERF_COMMIT = "f1d6bed"
@@ -148,10 +159,11 @@ class _Section:
     def mapping(self, name: str, default: Any = _MISSING):
         return self._get(name, default, dict, "an object", None)
 
-    def model(self, name: str, default: Any = _MISSING):
+    def model(self, name: str, models: Mapping[str, ModelInfo], default: Any = _MISSING):
         return self._get(
             name, default, str, "a Hugging Face model id",
-            lambda v: None if v in MODELS else f"{v!r} is not a known model; known: {', '.join(sorted(MODELS))}",
+            lambda v: None if v in models else (f"{v!r} is not a known model: declare it under `models` "
+                                                f"(README, 'Models'); known: {', '.join(sorted(models))}"),
         )
 
 
@@ -159,7 +171,7 @@ STACK_KINDS = ("pairing", "platform")
 PLATFORM_KEYS = {"stackKind", "cluster", "capacity", "modelStore", "tags"}
 """A platform stack: the cluster and what every pairing on it shares."""
 PAIRING_KEYS = {"stackKind", "platform", "cluster", "capacity", "serving", "variants", "benchmark", "modelStore", "tags",
-                HUGGING_FACE_TOKEN_KEY}
+                "models", HUGGING_FACE_TOKEN_KEY}
 PLATFORM_OWNED = ("cluster", "modelStore")
 """Keys a shared pairing must leave to its platform stack."""
 CLUSTER_KEYS = {"kubernetesVersion", "systemNodeInstanceType", "systemNodeCount", "vpcCidr", "availabilityZoneCount",
@@ -205,11 +217,16 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     capacity = _parse_capacity(_Section("capacity", raw.get("capacity"), problems, CAPACITY_KEYS))
     if platform is not None:
         _check_against_platform(top, region, capacity, platform, reference)
-    serving = _parse_serving(_Section("serving", raw.get("serving"), problems, {"image", "target", "devicesPerVariant", "logicalNeuronCores", "tensorParallelSize", "maxNumSeqs", "maxModelLen", "nodeCachePath"}), capacity)
+    models = _declared_models(top)
+    serving = _parse_serving(_Section("serving", raw.get("serving"), problems, SERVING_KEYS), capacity, models)
     benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases", "image", "llmperfCommit", "metricsNamespace"}), stack, serving)
-    variants = _resolve_baselines(_parse_variants(top, raw.get("variants"), problems, serving, benchmark), problems)
+    variants = _resolve_baselines(_parse_variants(top, raw.get("variants"), problems, serving, benchmark, models), problems)
     tags = _tags(top)
-    gated = sorted({m for v in variants for m in (v.target, v.draft) if m in MODELS and MODELS[m].gated})
+    for index, variant in enumerate(variants):
+        _check_buckets(f"variants[{index}]", variant, problems)
+    if serving.max_num_batched_tokens and not any(v.engine == "vllm-neuron" for v in variants):
+        problems.append(("serving.maxNumBatchedTokens", "only vllm-neuron variants use it; no variant runs on vllm-neuron"))
+    gated = sorted({m for v in variants for m in v.gated_models})
     if gated and not raw.get(HUGGING_FACE_TOKEN_KEY):
         top.problem(HUGGING_FACE_TOKEN_KEY, f"is required for the gated model(s) {', '.join(gated)}: pulumi config set --secret {HUGGING_FACE_TOKEN_KEY} hf_...")
     _raise_if(stack, problems)
@@ -241,7 +258,46 @@ def gated_models(project: str, config: Mapping[str, Any]) -> list[str]:
     for variant in raw.get("variants") or [] if isinstance(raw.get("variants"), list) else []:
         if isinstance(variant, dict):
             named += [variant.get("target"), variant.get("draft")]
-    return sorted({m for m in named if isinstance(m, str) and m in MODELS and MODELS[m].gated})
+    declared = raw.get("models") if isinstance(raw.get("models"), dict) else {}
+    gated = {m for m, info in MODELS.items() if info.gated} | {m for m, d in declared.items() if isinstance(d, dict) and d.get("gated") is True}
+    return sorted({m for m in named if isinstance(m, str) and m in gated})
+
+
+MODEL_KEYS = {"tokenizerFamily", "gated", "paramsBillion", "kind", "draftFor", "checkpointDtype"}
+_MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def _declared_models(top: _Section) -> dict[str, ModelInfo]:
+    """`models`: models the catalog does not know, with the facts validation needs."""
+    declared = top.mapping("models", {}) or {}
+    models: dict[str, ModelInfo] = {}
+    for model_id, raw in declared.items():
+        s = _Section(f"models.{model_id}", raw, top.problems, MODEL_KEYS)
+        if not isinstance(model_id, str) or not _MODEL_ID.match(model_id):
+            top.problem(f"models.{model_id}", "model ids look like <organization>/<name> (a Hugging Face repository)")
+            continue
+        if model_id in MODELS:
+            top.problem(f"models.{model_id}", "is already in the catalog (stackconfig/catalog.py); remove it here")
+            continue
+        kind = s.string("kind", "model", choices=MODEL_KINDS) or "model"
+        draft_for = s.listing("draftFor", [])
+        if (kind == "model") == bool(draft_for):
+            s.problem("draftFor", "lists the targets a draft head was trained for; full models have none")
+        models[model_id] = ModelInfo(
+            tokenizer_family=s.string("tokenizerFamily", pattern=re.compile(r"^[a-z0-9_.-]+$"), hint="e.g. llama3") or "",
+            gated=s.boolean("gated"),
+            params_billion=s._get("paramsBillion", _MISSING, (int, float), "a number of billions",
+                                  lambda v: None if 0 < v <= 2000 else f"{v} is outside 0..2000") or 0,
+            checkpoint_dtype=s.string("checkpointDtype", "bf16", choices=("bf16", "fp8")) or "bf16",
+            kind=kind,
+            draft_for=tuple(d for d in draft_for or [] if isinstance(d, str)),
+        )
+    known = {**MODELS, **models}
+    for model_id, info in models.items():
+        for target in info.draft_for:
+            if target not in known:
+                top.problem(f"models.{model_id}.draftFor", f"{target!r} is not a known model")
+    return known
 
 
 def _raise_if(stack: str, problems: list[tuple[str, str]]) -> None:
@@ -429,25 +485,82 @@ def _pinned_image(value: str) -> str | None:
     return None
 
 
-def _parse_serving(s: _Section, capacity: CapacitySettings) -> ServingSettings:
-    devices = s.integer("devicesPerVariant", allowed=DEVICE_GROUP_SIZES)
+SERVING_KEYS = {"engine", "image", "target", "devicesPerVariant", "logicalNeuronCores", "tensorParallelSize", "maxNumSeqs",
+                "maxModelLen", "maxNumBatchedTokens", "nodeCachePath", "neuronConfig", "environment"}
+# Environment the program sets itself (components/engines.py); a stack may add others only.
+RESERVED_ENVIRONMENT = {"VLLM_USE_V1", "VLLM_NEURON_FRAMEWORK", "NEURON_COMPILED_ARTIFACTS", "VLLM_CACHE_ROOT",
+                        "NEURON_RT_VIRTUAL_CORE_SIZE", "NEURON_LOGICAL_NC_CONFIG", "HF_TOKEN", "HF_HOME", "ARTIFACT_DIR",
+                        "COMPILE_DIR", "VLLM_PORT", "WEIGHTS_STORE", "WEIGHTS_DIR"}
+_ENVIRONMENT_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str, ModelInfo]) -> ServingSettings:
+    devices = s.integer("devicesPerVariant", allowed=DEVICES_PER_VARIANT)
     node_devices = INSTANCE_SHAPES[capacity.instance_type].neuron_devices
     if devices and devices > node_devices:
         s.problem("devicesPerVariant", f"{devices} devices do not fit on a {capacity.instance_type} ({node_devices} devices)")
     lnc = s.integer("logicalNeuronCores", 2, allowed=LOGICAL_NEURON_CORE_SIZES)
+    engine = s.string("engine", "nxdi-legacy", choices=tuple(ENGINES)) or "nxdi-legacy"
+    max_model_len = s.integer("maxModelLen", low=128, high=131072)
+    batched = s.integer("maxNumBatchedTokens", None, low=128)
+    if batched is not None and max_model_len:
+        _check_batched_tokens(s, batched, max_model_len)
     serving = ServingSettings(
-        image=s.string("image", DEFAULT_VLLM_IMAGE, check=_pinned_image),
-        target=s.model("target"),
+        engine=engine,
+        image=s.string("image", None, check=_pinned_image),
+        target=s.model("target", models),
         devices_per_variant=devices or 0,
         logical_neuron_cores=lnc or 2,
         max_num_seqs=s.integer("maxNumSeqs", low=1, high=256),
-        max_model_len=s.integer("maxModelLen", low=128, high=131072),
+        max_model_len=max_model_len,
         node_cache_path=s.string("nodeCachePath", "/mnt/k8s-disks/0/model-cache", pattern=re.compile(r"^/[A-Za-z0-9._/-]+$"), hint="an absolute host path"),
+        neuron_config=_neuron_config(s, "neuronConfig", engine),
+        environment=_environment(s),
+        max_num_batched_tokens=batched,
     )
     tp = s.integer("tensorParallelSize", None, low=1)
     if tp is not None and devices and lnc and tp != serving.tensor_parallel_size:
         s.problem("tensorParallelSize", f"{tp} does not match devicesPerVariant x (8 / logicalNeuronCores) = {devices} x {8 // lnc} = {serving.tensor_parallel_size}; omit it to derive it")
     return serving
+
+
+def _check_batched_tokens(s: _Section, batched: int, max_model_len: int) -> None:
+    """The plugin's prefill rule (stackconfig/engines.py): one shot up to 16384 tokens, else
+    segmented, with the budget one of the supported KV segment sizes."""
+    if batched < max_model_len and batched not in KV_SEGMENT_SIZES:
+        s.problem("maxNumBatchedTokens", f"{batched} is below maxModelLen {max_model_len}, so prefill is segmented and the budget "
+                                         f"must be a KV segment size: {', '.join(map(str, KV_SEGMENT_SIZES))}")
+    if batched >= max_model_len > SINGLE_SHOT_PREFILL_MAX:
+        s.problem("maxNumBatchedTokens", f"single-shot prefill is limited to {SINGLE_SHOT_PREFILL_MAX} tokens; "
+                                         f"use a KV segment size: {', '.join(map(str, KV_SEGMENT_SIZES))}")
+
+
+def _neuron_config(s: _Section, key: str, engine: str) -> dict[str, Any]:
+    """Engine settings given in config: only keys the engine defines (its derived field list in
+    stackconfig/data), and none the program derives itself. Both engines silently ignore keys
+    they do not know (NxDI only warns), so a typo is caught here or never."""
+    config = s.mapping(key, {}) or {}
+    known, derived = neuron_config_fields(engine), PROGRAM_NEURON_CONFIG_KEYS[engine]
+    for name in config:
+        if name in derived:
+            s.problem(f"{key}.{name}", f"is set by the program from typed config for {engine}; remove it")
+        elif name not in known:
+            near = difflib.get_close_matches(str(name), sorted(known), n=1)
+            s.problem(f"{key}.{name}", f"is not a {engine} neuron config field{f' (did you mean {near[0]}?)' if near else ''}")
+    if engine == "nxdi-legacy" and config.get("enable_fused_speculation") is False:
+        s.problem(f"{key}.enable_fused_speculation", "the legacy fork always builds fused speculation and reads its fused "
+                                                    "outputs; unfused draft-model speculation cannot be served through vLLM")
+    return {k: v for k, v in config.items() if k in known and k not in derived}
+
+
+def _environment(s: _Section) -> dict[str, str]:
+    environment = s.mapping("environment", {}) or {}
+    for name, value in environment.items():
+        if not isinstance(name, str) or not _ENVIRONMENT_NAME.match(name) or not isinstance(value, str):
+            s.problem(f"environment.{name}", "must map an UPPER_CASE variable name to a string")
+        elif name in RESERVED_ENVIRONMENT:
+            s.problem(f"environment.{name}", "is set by the program for the variant's engine")
+    return {k: v for k, v in environment.items() if isinstance(v, str) and k not in RESERVED_ENVIRONMENT}
 
 
 def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> BenchmarkSettings:
@@ -488,10 +601,13 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
     )
 
 
-VARIANT_KEYS = {"name", "role", "target", "baseline", "draft", "numSpeculativeTokens", "draftMaxModelLen", "speculationMethod", "quantization", "weightsPath"}
+VARIANT_KEYS = {"name", "role", "target", "baseline", "draft", "numSpeculativeTokens", "draftMaxModelLen", "speculationMethod",
+                "quantization", "weightsPath", "engine", "image", "neuronConfig"}
+SPECULATION_KEYS = ("draft", "numSpeculativeTokens", "draftMaxModelLen", "speculationMethod")
 
 
-def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSettings, benchmark: BenchmarkSettings) -> list[Variant]:
+def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSettings, benchmark: BenchmarkSettings,
+                    models: Mapping[str, ModelInfo]) -> list[Variant]:
     if not isinstance(raw, list) or not raw:
         top.problem("variants", "must be a non-empty list of variants (at least one baseline and one sd)")
         return []
@@ -500,16 +616,16 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
         s = _Section(f"variants[{index}]", entry, problems, VARIANT_KEYS)
         name = s.string("name", pattern=_DNS_LABEL, hint="a lowercase DNS label of at most 32 characters")
         role = s.string("role", choices=("baseline", "sd"))
-        target = s.model("target", serving.target)
-        draft = s.model("draft", None)
+        engine = s.string("engine", serving.engine, choices=tuple(ENGINES)) or serving.engine
+        target = s.model("target", models, serving.target)
+        draft = s.model("draft", models, None)
         tokens = s.integer("numSpeculativeTokens", None, low=SPECULATIVE_TOKENS_RANGE[0], high=SPECULATIVE_TOKENS_RANGE[1])
         draft_len = s.integer("draftMaxModelLen", None, low=128)
-        method = s.string("speculationMethod", None, choices=("draft_model", "eagle"))
+        method = s.string("speculationMethod", None, choices=tuple(METHOD_DRAFT_KIND))
         quantization = s.string("quantization", "none", choices=("none", "fp8"))
         weights_path = s.string("weightsPath", None, pattern=_RELATIVE_PATH, hint="a bucket-relative folder without '..' or a leading '/'")
-        baseline = s.string("baseline", None)
         if role == "baseline":
-            for key, value in (("draft", draft), ("numSpeculativeTokens", tokens), ("draftMaxModelLen", draft_len), ("speculationMethod", method), ("baseline", baseline)):
+            for key, value in zip(SPECULATION_KEYS, (draft, tokens, draft_len, method)):
                 if value is not None:
                     s.problem(key, "is only allowed on an sd variant")
         if role == "sd":
@@ -517,8 +633,8 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
                 s.problem("draft", "is required on an sd variant")
             if tokens is None and "numSpeculativeTokens" not in s.raw:
                 s.problem("numSpeculativeTokens", f"is required on an sd variant ({SPECULATIVE_TOKENS_RANGE[0]}..{SPECULATIVE_TOKENS_RANGE[1]})")
-            if draft and target and MODELS[draft].tokenizer_family != MODELS[target].tokenizer_family:
-                s.problem("draft", f"{draft} uses the {MODELS[draft].tokenizer_family} tokenizer but the target {target} uses {MODELS[target].tokenizer_family}; speculative decoding needs a shared tokenizer")
+            if draft and target and models[draft].tokenizer_family != models[target].tokenizer_family:
+                s.problem("draft", f"{draft} uses the {models[draft].tokenizer_family} tokenizer but the target {target} uses {models[target].tokenizer_family}; speculative decoding needs a shared tokenizer")
             needed = benchmark.input_tokens + benchmark.output_tokens + (tokens or 0)
             if draft_len is None:
                 draft_len = serving.max_model_len
@@ -528,52 +644,111 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
                 s.problem("draftMaxModelLen", f"{draft_len} is above serving.maxModelLen {serving.max_model_len}; vLLM refuses a draft longer than its target")
             elif benchmark.input_tokens and draft_len < needed:
                 s.problem("draftMaxModelLen", f"{draft_len} is smaller than the longest benchmark sequence plus the speculation window ({needed})")
-            if draft:
-                method = _speculation_method(s, draft, target, method)
+            if engine == "vllm-neuron" and "draftMaxModelLen" in s.raw:
+                s.problem("draftMaxModelLen", "vllm-neuron drafts share the target's length; the plugin has no draft max_model_len")
+            if draft and target:
+                method = _speculation_method(s, engine, draft, target, method, models)
+                if method == "dflash":
+                    _check_dflash(s, serving, quantization)
         if target and quantization == "fp8":
-            if MODELS[target].checkpoint_dtype != "fp8":
-                s.problem("quantization", f"fp8 needs an FP8 checkpoint as target; {target} is {MODELS[target].checkpoint_dtype}")
+            if models[target].checkpoint_dtype != "fp8":
+                s.problem("quantization", f"fp8 needs an FP8 checkpoint as target; {target} is {models[target].checkpoint_dtype}")
             if weights_path is None:
                 s.problem("weightsPath", "is required with fp8: Neuron needs the FP8 weights rescaled first (README, 'Preparing FP8 weights')")
-        if target and quantization == "none" and MODELS[target].checkpoint_dtype == "fp8":
+            if engine != "nxdi-legacy":
+                s.problem("quantization", "fp8 with rescaled weights is an NxD Inference path: use engine nxdi-legacy")
+        if target and quantization == "none" and models[target].checkpoint_dtype == "fp8":
             s.problem("quantization", f"{target} is an FP8 checkpoint; set quantization: fp8")
+        if target and models[target].kind != "model":
+            s.problem("target", f"{target} is {KIND_NAMES[models[target].kind]}, not a model that can be served")
         variants.append(
             Variant(
                 name=name or f"variant-{index}",
                 role=role or "baseline",
                 target=target or serving.target or "",
                 serving=serving,
-                baseline=baseline,
+                engine=engine,
+                image=s.string("image", serving.image if engine == serving.engine and serving.image else ENGINES[engine].image,
+                               check=_pinned_image) or ENGINES[engine].image,
+                target_info=models.get(target or serving.target or "", UNKNOWN_MODEL),
+                baseline=s.string("baseline", None),
                 draft=draft,
+                draft_info=models.get(draft) if draft else None,
                 num_speculative_tokens=tokens,
                 draft_max_model_len=draft_len if role == "sd" else None,
-                speculation_method=method,
+                speculation_method=method if role == "sd" else None,
                 quantization=quantization or "none",
                 weights_path=weights_path,
+                neuron_config_extra=_neuron_config(s, "neuronConfig", engine),
             )
         )
     return variants
 
 
-def _speculation_method(s: _Section, draft: str, target: str | None, method: str | None) -> str | None:
-    """The vLLM speculation method for `draft`, checked against what the draft is: a plain draft
-    model runs as draft_model (no method), an EAGLE head only as eagle, for its own target."""
-    kind = MODELS[draft].kind
-    wanted = "eagle" if kind == "eagle-head" else "draft_model"
+def _check_buckets(key: str, variant: Variant, problems: list[tuple[str, str]]) -> None:
+    """Bucket lists given in a neuron config must fit the limits the engine compiles for:
+    vllm-neuron's largest buckets equal max_num_seqs and max_num_batched_tokens (Neuron 2.32
+    reference-configuration.md); NxDI's context buckets end at max_context_length or below and
+    its token-generation buckets at the sequence length (NeuronConfig asserts both)."""
+    config, serving = variant.neuron_config, variant.serving
+    if variant.engine == "vllm-neuron":
+        limits = {"num_seqs_buckets": serving.max_num_seqs, "num_batched_tokens_buckets": variant.max_num_batched_tokens}
+    else:
+        context = config.get("max_context_length", serving.max_model_len)
+        if isinstance(context, int) and context > serving.max_model_len:
+            problems.append((f"{key}.neuronConfig.max_context_length", f"{context} is above serving.maxModelLen {serving.max_model_len}"))
+        limits = {"context_encoding_buckets": context, "token_generation_buckets": serving.max_model_len}
+    for name, limit in limits.items():
+        buckets = config.get(name)
+        if buckets is None:
+            continue
+        if not isinstance(buckets, list) or not buckets or not all(isinstance(b, int) for b in buckets) or buckets != sorted(set(buckets)):
+            problems.append((f"{key}.neuronConfig.{name}", "must be a non-empty, strictly ascending list of integers"))
+        elif variant.engine == "vllm-neuron" and buckets[-1] != limit:
+            problems.append((f"{key}.neuronConfig.{name}", f"the largest bucket must equal {limit}, got {buckets[-1]}"))
+        elif variant.engine == "nxdi-legacy" and buckets[-1] > limit:
+            problems.append((f"{key}.neuronConfig.{name}", f"the largest bucket {buckets[-1]} is above {limit}"))
+
+
+def _speculation_method(s: _Section, engine: str, draft: str, target: str, method: str | None,
+                        models: Mapping[str, ModelInfo]) -> str | None:
+    """The speculation method, from what the draft is and what the engine runs: on nxdi-legacy
+    a plain model (draft_model) or an EAGLE head (eagle); on vllm-neuron an EAGLE3 head (eagle3)
+    or a DFlash head (dflash). A head must have been trained for this target."""
+    info = models[draft]
+    wanted = next(m for m, kind in METHOD_DRAFT_KIND.items() if kind == info.kind)
+    if wanted not in ENGINES[engine].methods:
+        runs_on = next(e for e, i in ENGINES.items() if wanted in i.methods)
+        why = (" (Neuron's migration guide: vanilla draft-model speculative decoding is not supported; migrate to an "
+               "EAGLE3 draft)" if wanted == "draft_model" else "")
+        s.problem("draft", f"{draft} is {KIND_NAMES[info.kind]}, which speculates as {wanted!r} on {runs_on} only, not on {engine}{why}")
+        return None
+    if info.draft_for and target not in info.draft_for:
+        s.problem("draft", f"{draft} was trained for {', '.join(info.draft_for)}, not for {target}")
     if method is not None and method != wanted:
-        what = "an EAGLE head" if kind == "eagle-head" else "a full model, not an EAGLE head"
-        s.problem("speculationMethod", f"{method!r} does not fit {draft}, which is {what}; use {wanted!r} or omit the key")
+        s.problem("speculationMethod", f"{method!r} does not fit {draft}, which is {KIND_NAMES[info.kind]}; use {wanted!r} or omit the key")
     return wanted
 
 
+def _check_dflash(s: _Section, serving: ServingSettings, quantization: str | None) -> None:
+    """DFlash's documented limits (stackconfig/engines.py)."""
+    if serving.tensor_parallel_size not in DFLASH_TENSOR_PARALLEL:
+        s.problem("draft", f"DFlash runs at TP {' or '.join(map(str, DFLASH_TENSOR_PARALLEL))}; this stack's TP is "
+                           f"{serving.tensor_parallel_size} (serving.devicesPerVariant, serving.logicalNeuronCores)")
+    if quantization not in (None, "none"):
+        s.problem("quantization", "DFlash is validated with BF16 target, draft and KV cache only")
+
+
 def _resolve_baselines(variants: list[Variant], problems: list[tuple[str, str]]) -> list[Variant]:
-    """Check names and roles, and point every SD variant at the baseline it is compared with."""
+    """Check names and roles, and point every SD variant at the variant it is compared with,
+    which must run on the same engine (a speedup compares decoding, not engines)."""
     names = [v.name for v in variants]
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(("variants", f"variant name {name!r} is used more than once"))
     baselines = [v.name for v in variants if v.role == "baseline"]
     if not baselines or len(baselines) == len(variants):
         problems.append(("variants", "needs at least one baseline and one sd variant to compare"))
+    by_name = {v.name: v for v in variants}
     resolved = []
     for index, variant in enumerate(variants):
         baseline = variant.baseline
@@ -582,7 +757,11 @@ def _resolve_baselines(variants: list[Variant], problems: list[tuple[str, str]])
                 baseline = baselines[0]
             else:
                 problems.append((f"variants[{index}].baseline", f"is required when there are several baselines: {', '.join(baselines)}"))
-        elif variant.role == "sd" and baseline not in baselines:
-            problems.append((f"variants[{index}].baseline", f"{baseline!r} is not a baseline variant; baselines: {', '.join(baselines) or 'none'}"))
+        elif baseline is not None and (baseline not in baselines or baseline == variant.name):
+            problems.append((f"variants[{index}].baseline", f"{baseline!r} is not another baseline variant; baselines: {', '.join(baselines) or 'none'}"))
+            baseline = None
+        if baseline is not None and by_name[baseline].engine != variant.engine:
+            problems.append((f"variants[{index}].engine", f"{variant.engine} differs from its baseline {baseline!r}'s "
+                                                          f"{by_name[baseline].engine}; compare like with like"))
         resolved.append(replace(variant, baseline=baseline))
     return resolved

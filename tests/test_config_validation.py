@@ -54,7 +54,7 @@ def edited(base: dict, path: str, value) -> dict:
         ("servng", {}, "servng", "unknown key"),
         ("variants.1.numSpecTokens", 7, "variants[1].numSpecTokens", "unknown key"),
         ("serving.tensorParallelSize", 64, "serving.tensorParallelSize", "devicesPerVariant x (8 / logicalNeuronCores)"),
-        ("serving.devicesPerVariant", 12, "serving.devicesPerVariant", "not one of 1, 4, 8, 16"),
+        ("serving.devicesPerVariant", 12, "serving.devicesPerVariant", "not one of 1, 2, 4, 8, 16"),
         ("serving.logicalNeuronCores", 4, "serving.logicalNeuronCores", "not one of 1, 2"),
         ("variants.1.numSpeculativeTokens", 16, "variants[1].numSpeculativeTokens", "outside 1..15"),
         ("variants.1.numSpeculativeTokens", 0, "variants[1].numSpeculativeTokens", "outside 1..15"),
@@ -63,8 +63,8 @@ def edited(base: dict, path: str, value) -> dict:
         ("benchmark.outputTokens", 1000, "benchmark.outputTokens", "exceeds serving.maxModelLen"),
         ("variants.1.draftMaxModelLen", 600, "variants[1].draftMaxModelLen", "smaller than the longest benchmark sequence"),
         ("variants.1.draftMaxModelLen", 2048, "variants[1].draftMaxModelLen", "vLLM refuses a draft longer than its target"),
-        ("variants.1.speculationMethod", "eagle", "variants[1].speculationMethod", "a full model, not an EAGLE head"),
-        ("variants.1.speculationMethod", "medusa", "variants[1].speculationMethod", "not one of draft_model, eagle"),
+        ("variants.1.speculationMethod", "eagle", "variants[1].speculationMethod", "which is a full model; use 'draft_model'"),
+        ("variants.1.speculationMethod", "medusa", "variants[1].speculationMethod", "not one of draft_model, eagle, eagle3, dflash"),
         ("cluster.workloadIdentity", "kiam", "cluster.workloadIdentity", "not one of irsa, pod-identity"),
         ("cluster.availabilityZones", ["us-east-2a"], "cluster.availabilityZones", "at least two zones"),
         ("cluster.availabilityZones", ["us-west-2a", "us-east-2b"], "cluster.availabilityZones[0]", "not an availability zone of us-east-2"),
@@ -75,7 +75,7 @@ def edited(base: dict, path: str, value) -> dict:
         ("capacity.amiAlias", "al2023@latest", "capacity.amiAlias", "pinned"),
         ("serving.target", "Qwen/Qwen9-1T", "serving.target", "not a known model"),
         ("variants.1.role", "turbo", "variants[1].role", "not one of baseline, sd"),
-        ("variants.1.baseline", "nope", "variants[1].baseline", "not a baseline variant"),
+        ("variants.1.baseline", "nope", "variants[1].baseline", "not another baseline variant"),
         ("variants.1.name", "base", "variants", "used more than once"),
         ("variants.1.name", "Not_DNS", "variants[1].name", "DNS label"),
         ("benchmark.metricsNamespace", "AWS/Mine", "benchmark.metricsNamespace", "AWS/"),
@@ -118,18 +118,17 @@ def test_a_plain_draft_speculates_as_draft_model_without_a_vllm_method():
     sd = parse(BASE).variant("sd")
     assert sd.speculation_method == "draft_model"
     assert "method" not in sd.speculative_config
-    assert sd.override_neuron_config["enable_fused_speculation"] is True
-    assert "enable_eagle_speculation" not in sd.override_neuron_config
+    assert sd.neuron_config["enable_fused_speculation"] is True
+    assert "enable_eagle_speculation" not in sd.neuron_config
 
 
-def test_an_eagle_head_speculates_as_eagle_and_only_as_eagle(monkeypatch):
-    from stackconfig import catalog
-
+def test_an_eagle_head_speculates_as_eagle_and_only_as_eagle():
     head = "example/Qwen3-32B-EAGLE"
-    monkeypatch.setitem(catalog.MODELS, head, catalog.ModelInfo("qwen3", gated=False, params_billion=0.5, kind="eagle-head"))
-    values = edited(BASE, "variants.1.draft", head)
+    values = edited({**BASE, "models": {head: {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5,
+                                                "kind": "eagle-head", "draftFor": ["Qwen/Qwen3-32B"]}}},
+                    "variants.1.draft", head)
     sd = parse(values).variant("sd")
-    assert sd.speculative_config["method"] == "eagle" and sd.override_neuron_config["enable_eagle_speculation"] is True
+    assert sd.speculative_config["method"] == "eagle" and sd.neuron_config["enable_eagle_speculation"] is True
     problems = problems_for(edited(values, "variants.1.speculationMethod", "draft_model"))
     assert "an EAGLE head" in problems["variants[1].speculationMethod"]
 

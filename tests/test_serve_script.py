@@ -12,7 +12,7 @@ from components.serving import SERVE_SCRIPT
 FAKE_VLLM = textwrap.dedent("""\
     #!/usr/bin/env python3
     import http.server, os, sys, threading, pathlib
-    out = pathlib.Path(os.environ["NEURON_COMPILED_ARTIFACTS"])
+    out = pathlib.Path(os.environ["COMPILE_DIR"])
     log = pathlib.Path(os.environ["CALL_LOG"])
     compiled = (out / "model.pt").exists()
     log.write_text(log.read_text() + ("load" if compiled else "compile") + "\\n" if log.exists() else ("load" if compiled else "compile") + "\\n")
@@ -48,7 +48,7 @@ def run_script(tmp_path: Path, store: Path, cache: Path):
         **os.environ,
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
         "ARTIFACT_DIR": str(store / "compiled" / "v1"),
-        "NEURON_COMPILED_ARTIFACTS": str(cache / "compiled" / "v1"),
+        "COMPILE_DIR": str(cache / "compiled" / "v1"),
         "VLLM_PORT": str(free_port()),
         "HEALTH_POLL_SECONDS": "0.2",
         "CALL_LOG": str(tmp_path / "calls.log"),

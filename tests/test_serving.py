@@ -28,8 +28,11 @@ def test_one_deployment_and_service_per_variant(recording, spec):
         assert service.inputs["spec"]["type"] == "ClusterIP"
 
 
+LEGACY_ONLY_ENV = {"VLLM_NEURON_FRAMEWORK", "VLLM_USE_V1", "NEURON_COMPILED_ARTIFACTS", "NEURON_RT_VIRTUAL_CORE_SIZE"}
+
+
 def test_vllm_arguments_match_the_stack_table(recording, spec, stack):
-    target, draft, devices, tp, seqs, max_len, tokens, _ = EXPECTED[stack]
+    target, draft, devices, tp, seqs, max_len, tokens, _, engine = EXPECTED[stack]
     checked = 0
     for name, deployment in deployments(recording).items():
         variant = spec.variant(name)
@@ -37,31 +40,52 @@ def test_vllm_arguments_match_the_stack_table(recording, spec, stack):
         assert args[0] == "serve"
         assert (flag(args, "--tensor-parallel-size"), flag(args, "--max-num-seqs"), flag(args, "--max-model-len")) == (str(tp), str(seqs), str(max_len))
         assert flag(args, "--served-model-name") == variant.target
-        neuron = json.loads(flag(args, "--override-neuron-config"))
-        assert neuron["save_sharded_checkpoint"] is True
+        speculative = json.loads(flag(args, "--speculative-config")) if variant.is_speculative else None
         if variant.is_speculative:
-            speculative = json.loads(flag(args, "--speculative-config"))
             assert speculative["model"] == draft and speculative["num_speculative_tokens"] == tokens
-            assert speculative["max_model_len"] >= spec.benchmark.input_tokens + spec.benchmark.output_tokens
-            assert neuron["enable_fused_speculation"] is True
         else:
-            assert "--speculative-config" not in args and "enable_fused_speculation" not in neuron
-            assert args[1] == target
+            assert "--speculative-config" not in args
+            if not variant.weights_path:
+                assert args[1] == target
+        if engine == "nxdi-legacy":
+            neuron = json.loads(flag(args, "--override-neuron-config"))
+            assert neuron["save_sharded_checkpoint"] is True and "--additional-config" not in args
+            if variant.is_speculative:
+                assert speculative["max_model_len"] >= spec.benchmark.input_tokens + spec.benchmark.output_tokens
+                assert neuron["enable_fused_speculation"] is True
+            else:
+                assert "enable_fused_speculation" not in neuron
+        else:
+            neuron = json.loads(flag(args, "--additional-config"))["neuron_config"]
+            assert "--override-neuron-config" not in args and "--device" not in args
+            batched = int(flag(args, "--max-num-batched-tokens"))
+            assert neuron["num_seqs_buckets"][-1] == seqs and neuron["num_batched_tokens_buckets"][-1] == batched
+            if variant.is_speculative:
+                assert speculative["method"] == "eagle3" and "max_model_len" not in speculative
         checked += 1
     assert checked == len(spec.variants) >= 2
 
 
-def test_neuron_environment_and_artifact_paths(recording, spec):
+def test_engine_environment_and_artifact_paths(recording, spec):
     paths = set()
     for name, deployment in deployments(recording).items():
         variant = spec.variant(name)
         env = {e["name"]: e.get("value") for e in container(deployment)["env"]}
-        assert env["VLLM_NEURON_FRAMEWORK"] == "neuronx-distributed-inference"
-        # Draft-model speculation exists only on the V0 path; the runtime's core size is the LNC.
-        assert env["VLLM_USE_V1"] == "0"
-        assert env["NEURON_RT_VIRTUAL_CORE_SIZE"] == str(variant.serving.logical_neuron_cores)
         assert env["ARTIFACT_DIR"] == f"/var/mdl/{variant.artifact_path}"
-        assert env["NEURON_COMPILED_ARTIFACTS"].endswith(variant.artifact_path)
+        assert env["COMPILE_DIR"] == f"/node-cache/{variant.artifact_path}"
+        if variant.engine == "nxdi-legacy":
+            assert env["VLLM_NEURON_FRAMEWORK"] == "neuronx-distributed-inference"
+            # Draft-model speculation exists only on the V0 path; the runtime's core size is the LNC.
+            assert env["VLLM_USE_V1"] == "0"
+            assert env["NEURON_RT_VIRTUAL_CORE_SIZE"] == str(variant.serving.logical_neuron_cores)
+            # NxDI compiles into (and loads from) the directory serve.sh restores and publishes.
+            assert env["NEURON_COMPILED_ARTIFACTS"] == env["COMPILE_DIR"]
+        else:
+            assert not LEGACY_ONLY_ENV & set(env), LEGACY_ONLY_ENV & set(env)
+            # The plugin's NEFF cache ($VLLM_CACHE_ROOT/neuron/compile_cache) is what serve.sh publishes.
+            assert env["VLLM_CACHE_ROOT"] == env["COMPILE_DIR"]
+            assert env["NEURON_LOGICAL_NC_CONFIG"] == str(variant.serving.logical_neuron_cores)
+            assert int(env["VLLM_NEURON_COMPILATION_TIMEOUT"]) >= 1200
         assert deployment.inputs["metadata"]["annotations"]["sd-trn2/artifacts"] == variant.artifact_path
         paths.add(env["ARTIFACT_DIR"])
     assert len(paths) == len(spec.variants)

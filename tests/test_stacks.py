@@ -5,12 +5,15 @@ from offline.stacks import load_stack
 
 from .conftest import KINDS, SHARED, STANDALONE
 
-# stack -> (target, draft, devices per variant, TP, max seqs, max model len, spec tokens, nodes)
+# stack -> (target, draft, devices per variant, TP, max seqs, max model len, spec tokens, nodes, engine)
 EXPECTED = {
-    "qwen3-32b-qwen3-1.7b": ("Qwen/Qwen3-32B", "Qwen/Qwen3-1.7B", 8, 32, 4, 1024, 7, 1),
-    "qwen3-32b-qwen3-0.6b": ("Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B", 16, 64, 1, 6400, 7, 2),
-    "llama3.1-405b-llama3.2-1b": ("meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", 16, 64, 1, 12800, 7, 2),
-    "llama3.1-8b-llama3.2-1b": ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B", 1, 4, 1, 1024, 5, 1),
+    "qwen3-32b-qwen3-1.7b": ("Qwen/Qwen3-32B", "Qwen/Qwen3-1.7B", 8, 32, 4, 1024, 7, 1, "nxdi-legacy"),
+    "qwen3-32b-qwen3-0.6b": ("Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B", 16, 64, 1, 6400, 7, 2, "nxdi-legacy"),
+    "llama3.1-405b-llama3.2-1b": ("meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", 16, 64, 1, 12800, 7, 3, "nxdi-legacy"),
+    "llama3.1-8b-llama3.2-1b": ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B", 1, 4, 1, 1024, 5, 1, "nxdi-legacy"),
+    # The Neuron EAGLE3 tutorial: TP 8 at LNC 2 is 2 devices.
+    "llama3.1-8b-instruct-eagle3": ("meta-llama/Llama-3.1-8B-Instruct", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", 2, 8, 2, 2048, 3, 1, "vllm-neuron"),
+    "qwen3-32b-eagle3": ("Qwen/Qwen3-32B", "RedHatAI/Qwen3-32B-speculator.eagle3", 8, 32, 4, 1024, 3, 1, "vllm-neuron"),
 }
 
 
@@ -21,20 +24,26 @@ def test_every_model_pairing_has_a_stack():
 
 @pytest.mark.parametrize("stack", sorted(EXPECTED))
 def test_stack_matches_the_user_documents(stack):
-    target, draft, devices, tp, seqs, max_len, tokens, nodes = EXPECTED[stack]
+    target, draft, devices, tp, seqs, max_len, tokens, nodes, engine = EXPECTED[stack]
     spec = load_stack(stack).spec()
+    assert {v.engine for v in spec.variants} == {engine}
     baseline = next(v for v in spec.variants if v.role == "baseline")
     sd = next(v for v in spec.variants if v.role == "sd")
     assert baseline.target == target
-    assert sd.draft == draft and sd.num_speculative_tokens == tokens and sd.baseline == baseline.name
+    assert sd.draft == draft and sd.num_speculative_tokens == tokens
+    assert sd.baseline in {v.name for v in spec.variants if v.role == "baseline"}
     for variant in spec.variants:
         assert (variant.devices, variant.tensor_parallel_size) == (devices, tp)
         assert (variant.serving.max_num_seqs, variant.serving.max_model_len) == (seqs, max_len)
     assert spec.node_count == nodes
     assert spec.benchmark.input_tokens + spec.benchmark.output_tokens <= max_len
-    # vLLM refuses a draft longer than its target; the seeds' drafts are plain models.
+    # vLLM refuses a draft longer than its target; the seeds' drafts are plain models, run as
+    # draft_model (no method) on the legacy engine; EAGLE3 heads run as eagle3 on the plugin.
     assert sd.draft_max_model_len <= sd.serving.max_model_len
-    assert sd.speculation_method == "draft_model" and "method" not in sd.speculative_config
+    if engine == "nxdi-legacy":
+        assert sd.speculation_method == "draft_model" and "method" not in sd.speculative_config
+    else:
+        assert sd.speculation_method == "eagle3" and sd.speculative_config["method"] == "eagle3"
 
 
 @pytest.mark.parametrize("stack", sorted(EXPECTED))
@@ -46,12 +55,15 @@ def test_stack_files_name_their_region_and_say_why(stack):
     assert "DescribeInstanceTypeOfferings" in text
 
 
-def test_405b_variants_differ_in_weights_not_only_in_the_draft():
+def test_405b_separates_the_fp8_gain_from_the_sd_gain():
     spec = load_stack("llama3.1-405b-llama3.2-1b").spec()
-    baseline, sd = spec.variant("base-bf16"), spec.variant("sd-fp8")
-    assert (baseline.quantization, baseline.weights_path) == ("none", None)
-    assert sd.quantization == "fp8" and sd.target.endswith("-FP8") and sd.weights_path
-    assert sd.override_neuron_config["quantization_type"] == "per_channel_symmetric"
+    bf16, fp8, sd = spec.variant("base-bf16"), spec.variant("fp8"), spec.variant("sd-fp8")
+    assert (bf16.quantization, bf16.weights_path, bf16.baseline) == ("none", None, None)
+    assert (fp8.role, fp8.quantization, fp8.baseline, fp8.draft) == ("baseline", "fp8", "base-bf16", None)
+    assert (sd.role, sd.quantization, sd.baseline) == ("sd", "fp8", "fp8") and sd.target == fp8.target
+    for variant in (fp8, sd):
+        assert variant.neuron_config["quantization_type"] == "per_channel_symmetric"
+        assert variant.neuron_config["quantized_mlp_kernel_enabled"] is variant.neuron_config["rmsnorm_quantize_kernel_enabled"] is True
 
 
 def test_artifact_paths_are_distinct_and_follow_compile_settings():
@@ -65,9 +77,9 @@ def test_artifact_paths_are_distinct_and_follow_compile_settings():
         changed = [
             replace(sd, num_speculative_tokens=sd.num_speculative_tokens + 1),
             replace(sd, serving=replace(sd.serving, max_model_len=sd.serving.max_model_len + 128)),
-            replace(sd, serving=replace(sd.serving, image=sd.serving.image + "-patched")),
-            replace(sd, draft_max_model_len=(sd.draft_max_model_len or 0) + 1),
-        ]
+            replace(sd, image=sd.image + "-patched"),
+            replace(sd, engine="vllm-neuron" if sd.engine == "nxdi-legacy" else "nxdi-legacy"),
+        ] + ([replace(sd, draft_max_model_len=(sd.draft_max_model_len or 0) + 1)] if sd.engine == "nxdi-legacy" else [])
         for variant in changed:
             assert variant.artifact_path != sd.artifact_path
             assert variant.artifact_path.startswith("compiled/")

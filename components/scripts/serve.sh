@@ -2,13 +2,15 @@
 # Start one vLLM variant on Neuron.
 #
 # Compiled artifacts live in the model store (S3 through Mountpoint) at $ARTIFACT_DIR, a path
-# unique to the variant's compile settings. If they are complete (marker file), copy them to the
-# node's NVMe cache and load them. Otherwise compile on local disk, serve, and once /health
-# answers publish them with plain sequential copies: Mountpoint allows new files written in
-# order, and no renames (FACTS.md), which NxDI's own writes and safetensors' rename would break.
+# unique to the variant's compile settings. If they are complete (marker file), copy them to
+# $COMPILE_DIR on the node's NVMe and load them. Otherwise compile there, serve, and once
+# /health answers publish them with plain sequential copies: Mountpoint allows new files written
+# in order, and no renames (FACTS.md), which the compilers' own writes and safetensors' rename
+# would break. COMPILE_DIR is what the engine compiles into: NxDI's NEURON_COMPILED_ARTIFACTS or
+# the vLLM Neuron plugin's VLLM_CACHE_ROOT (components/engines.py).
 # One Deployment replica with the Recreate strategy per variant means one compiler per path.
 set -euo pipefail
-: "${ARTIFACT_DIR:?}" "${NEURON_COMPILED_ARTIFACTS:?}" "${VLLM_PORT:?}"
+: "${ARTIFACT_DIR:?}" "${COMPILE_DIR:?}" "${VLLM_PORT:?}"
 MARKER=.complete
 
 copy_complete() {  # copy_complete SRC DST: a full copy of SRC in DST, made at most once
@@ -31,12 +33,12 @@ fi
 
 if [ -f "$ARTIFACT_DIR/$MARKER" ]; then
   echo "loading compiled artifacts from $ARTIFACT_DIR"
-  copy_complete "$ARTIFACT_DIR" "$NEURON_COMPILED_ARTIFACTS"
+  copy_complete "$ARTIFACT_DIR" "$COMPILE_DIR"
   exec vllm "$@"
 fi
 
-echo "no compiled artifacts at $ARTIFACT_DIR: compiling into $NEURON_COMPILED_ARTIFACTS (can take an hour)"
-rm -rf "$NEURON_COMPILED_ARTIFACTS" && mkdir -p "$NEURON_COMPILED_ARTIFACTS"
+echo "no compiled artifacts at $ARTIFACT_DIR: compiling into $COMPILE_DIR (can take an hour)"
+rm -rf "$COMPILE_DIR" && mkdir -p "$COMPILE_DIR"
 vllm "$@" &
 server=$!
 until healthy; do
@@ -45,7 +47,7 @@ until healthy; do
 done
 echo "compiled and serving; publishing artifacts to $ARTIFACT_DIR"
 rm -rf "$ARTIFACT_DIR" && mkdir -p "$ARTIFACT_DIR"
-cp -r "$NEURON_COMPILED_ARTIFACTS/." "$ARTIFACT_DIR/"
-touch "$ARTIFACT_DIR/$MARKER" "$NEURON_COMPILED_ARTIFACTS/$MARKER"
+cp -r "$COMPILE_DIR/." "$ARTIFACT_DIR/"
+touch "$ARTIFACT_DIR/$MARKER" "$COMPILE_DIR/$MARKER"
 echo "artifacts published"
 wait "$server"
