@@ -22,14 +22,7 @@ region = spec.region
 aws_provider = aws.Provider("aws", region=region, default_tags=aws.ProviderDefaultTagsArgs(tags=tags))
 with_aws = pulumi.ResourceOptions(providers=[aws_provider])
 
-network = Network("network", NetworkArgs(
-    cluster_name=spec.cluster_name,
-    cidr=spec.cluster.vpc_cidr,
-    region=region,
-    instance_type=spec.capacity.instance_type,
-    availability_zone_count=spec.cluster.availability_zone_count,
-    availability_zones=spec.cluster.availability_zones,
-), opts=with_aws)
+network = Network("network", NetworkArgs.from_spec(spec), opts=with_aws)
 cluster = Cluster("cluster", ClusterArgs(
     cluster_name=spec.cluster_name,
     kubernetes_version=spec.cluster.kubernetes_version,

@@ -29,3 +29,17 @@ EKS_ADDON_VERSIONS = {
     "eks-pod-identity-agent": "v1.3.10-eksbuild.2",
     "aws-mountpoint-s3-csi-driver": "v2.3.0-eksbuild.1",
 }
+
+
+def eks_addons(workload_identity: str) -> dict[str, str]:
+    """The EKS add-ons a stack installs, name -> pinned build: what `make preflight` checks.
+
+    vpc-cni and kube-proxy come with the control plane (components/cluster.py, through pulumi-eks),
+    coredns after the system nodes, the Mountpoint driver with the model store
+    (components/model_store.py), and the Pod Identity agent only when pods get their roles that
+    way. tests/test_cluster.py holds this list to what the program registers.
+    """
+    names = ["vpc-cni", "kube-proxy", "coredns", "aws-mountpoint-s3-csi-driver"]
+    if workload_identity == "pod-identity":
+        names.append("eks-pod-identity-agent")
+    return {name: EKS_ADDON_VERSIONS[name] for name in names}
