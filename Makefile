@@ -29,14 +29,16 @@ plan-all: setup
 up: setup check-stack
 	pulumi up --stack $(STACK)
 
+# pulumi destroy, then a sweep of the stack's region for what Karpenter or EKS left behind.
 destroy: setup check-stack
-	pulumi destroy --stack $(STACK)
+	$(PY) -m tools.destroy --stack $(STACK)
 
 benchmark: setup check-stack
 	$(PY) -m tools.rerun_benchmark --stack $(STACK)
 
+# RUN=<run id> (default: the latest), BUCKET=<name> (default: the stack's modelBucket output).
 results: setup check-stack
-	$(PY) -m tools.fetch_results --stack $(STACK)
+	$(PY) -m tools.fetch_results --stack $(STACK) $(if $(RUN),--run-id $(RUN)) $(if $(BUCKET),--bucket $(BUCKET))
 
 sweep: setup check-stack
 	$(PY) -m tools.sweep --stack $(STACK)

@@ -40,6 +40,14 @@ class StackInput:
         return parse_stack_config(PROJECT, self.stack, self.config)
 
 
+def stack_file_config(stack: str) -> dict[str, Any]:
+    """stacks/Pulumi.<stack>.yaml's config as written: secrets still encrypted, nothing substituted."""
+    path = STACKS_DIR / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        raise FileNotFoundError(f"no stack file {path.relative_to(ROOT)}; stacks: {', '.join(stack_names())}")
+    return copy.deepcopy((yaml.safe_load(path.read_text()) or {}).get("config") or {})
+
+
 def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInput:
     """Read stacks/Pulumi.<stack>.yaml. `overrides` replaces top-level keys (None removes one).
 
@@ -47,10 +55,7 @@ def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInpu
     token is usually not committed; the offline run uses a placeholder secret for the Hugging
     Face token and records a note saying so. The program itself always requires the token.
     """
-    path = STACKS_DIR / f"Pulumi.{stack}.yaml"
-    if not path.exists():
-        raise FileNotFoundError(f"no stack file {path.relative_to(ROOT)}; stacks: {', '.join(stack_names())}")
-    config = copy.deepcopy((yaml.safe_load(path.read_text()) or {}).get("config") or {})
+    config = stack_file_config(stack)
     for key, value in (overrides or {}).items():
         if value is None:
             config.pop(key, None)
