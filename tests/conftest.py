@@ -3,8 +3,10 @@ the operator tools run in (credentials or none, a PATH of fake CLIs)."""
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 import textwrap
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -75,3 +77,28 @@ def fake_bin(tmp_path, monkeypatch):
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """moto in server mode on 127.0.0.1 (a free port), for code that builds its own clients and
+    finds AWS through AWS_ENDPOINT_URL. It runs in this process (ThreadedMotoServer), so its
+    backends are the in-process ones. Its request log and tracebacks for the operations moto lacks
+    are silenced."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def moto_endpoint(moto_server, aws_credentials, monkeypatch):
+    """Every AWS client in the test talks to the moto server, which starts the test empty
+    (moto's reset API, POST /moto-api/reset)."""
+    urllib.request.urlopen(urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST"), timeout=10).close()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    return moto_server

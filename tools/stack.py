@@ -25,6 +25,7 @@ from typing import Any, Callable, Iterator
 
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
+from botocore.parsers import ResponseParserError
 
 from offline.stacks import ROOT, load_stack
 from stackconfig import ConfigError, StackSpec
@@ -38,6 +39,10 @@ INSTALL_HINTS = {
 }
 CREDENTIALS_HINT = ("run `aws configure` or `aws sso login`, or set AWS_PROFILE (or AWS_ACCESS_KEY_ID and "
                     "AWS_SECRET_ACCESS_KEY)")
+# An AWS call that failed: botocore's own errors (no credentials, no endpoint), the service's
+# (AccessDenied, throttling), and an answer that is no AWS response at all, such as a proxy's HTML
+# page (botocore.parsers.ResponseParserError is not a BotoCoreError).
+AWS_ERRORS = (BotoCoreError, ClientError, ResponseParserError)
 # Outputs __main__.py exports that the tools read.
 REQUIRED_OUTPUTS = ("region", "clusterName", "kubeconfig", "workloadNamespace", "modelBucket", "benchmarkCronJob")
 
@@ -54,9 +59,11 @@ class StackFileError(ToolError):
     exit_code = 2
 
 
-def one_line(error: BaseException) -> str:
-    """An exception as a single line (botocore messages can span several)."""
-    return " ".join(str(error).split()) or type(error).__name__
+def one_line(error: BaseException, limit: int = 240) -> str:
+    """An exception as a single line (botocore messages can span several and quote whole HTML
+    error pages), cut at `limit` characters."""
+    text = " ".join(str(error).split()) or type(error).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def stack_spec(stack: str) -> StackSpec:
@@ -188,7 +195,7 @@ def run_tool(action: Callable[[], int]) -> int:
     except ToolError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.exit_code
-    except (BotoCoreError, ClientError) as error:
+    except AWS_ERRORS as error:
         print(f"error: AWS: {one_line(error)}", file=sys.stderr)
         return 1
 
