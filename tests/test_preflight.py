@@ -418,10 +418,10 @@ def test_the_stack_token_comes_from_pulumi_else_hf_token(tmp_path, fake_bin, mon
     monkeypatch.setenv("HF_TOKEN", "hf_from_env")
     token = hub.stack_token(LLAMA)
     assert token.value == "hf_from_pulumi" and "hf_from" not in repr(token)
-    assert fake_clis.logged(log) == [["pulumi", "config", "get", "huggingFaceToken", "--stack", LLAMA]]
-    fake_bin("pulumi", fake_clis.pulumi(log, error="error: failed to decrypt: incorrect passphrase"))
+    assert fake_clis.logged(log) == [["pulumi", "config", "get", "huggingFaceToken", "--non-interactive", "--stack", LLAMA]]
+    fake_bin("pulumi", fake_clis.pulumi(log, error="error: failed to decrypt hf_partialSecret0: incorrect passphrase"))
     token = hub.stack_token(LLAMA)
-    assert token.value == "hf_from_env" and "incorrect passphrase" in token.source
+    assert token.value == "hf_from_env" and "incorrect passphrase" in token.source and "hf_partialSecret0" not in token.source
     monkeypatch.delenv("HF_TOKEN")
     result = hub.check_hub(spec_of(LLAMA), lambda: hub.stack_token(LLAMA))
     assert result.status == "WARN" and result.found.startswith("could not verify: `pulumi config get huggingFaceToken` failed")

@@ -65,7 +65,7 @@ def test_results_reads_the_bucket_output_in_the_stack_region(tmp_path, aws_crede
     assert fetch_results.main(["--stack", STACK, "--out", str(out)]) == 0
     assert [p.name for p in out.iterdir() if p.is_dir()] == ["20261120T000000Z-b"]
     assert (out / "report.md").exists() and (out / "report.json").exists() and (out / "report.png").exists()
-    assert logged(log) == [["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", STACK]]
+    assert logged(log) == [["pulumi", "stack", "output", "--json", "--show-secrets", "--non-interactive", "--stack", STACK]]
     assert SECRET_MARKER not in capsys.readouterr().out
 
 

@@ -44,7 +44,7 @@ def rerun(stack: str, now: datetime) -> int:
         result = subprocess.run(argv)
     if result.returncode != 0:
         raise ToolError(f"kubectl could not create job {job} in cluster {deployed.cluster_name} (exit code {result.returncode}, its message above)")
-    print(f"follow it with: pulumi stack output kubeconfig --show-secrets --stack {stack} > kubeconfig && "
+    print(f"follow it with: (umask 077; pulumi stack output kubeconfig --show-secrets --stack {stack} > kubeconfig) && "
           f"kubectl --kubeconfig kubeconfig -n {deployed.namespace} logs -f job/{job}")
     return 0
 

@@ -103,7 +103,9 @@ def pulumi_outputs(stack: str) -> dict[str, Any]:
     """`pulumi stack output --json --show-secrets`: every output, secrets in plain text. The
     result is never printed; errors quote only Pulumi's stderr, which carries no output values."""
     require_cli("pulumi")
-    result = subprocess.run(["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack],
+    # --non-interactive: with output captured, a passphrase prompt would wait unseen; Pulumi fails
+    # with a message instead (CLI reference: "Disable interactive mode for all commands").
+    result = subprocess.run(["pulumi", "stack", "output", "--json", "--show-secrets", "--non-interactive", "--stack", stack],
                             capture_output=True, text=True, cwd=ROOT)
     if result.returncode != 0:
         reason = next((line.strip() for line in result.stderr.splitlines() if line.strip()), f"exit code {result.returncode}")

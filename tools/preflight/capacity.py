@@ -134,12 +134,12 @@ def assess_reservation(reservation: dict, spec: StackSpec, zones: list[str], est
         return "FAIL", f"{label}: ended {end:%Y-%m-%d %H:%M}Z", 0
     if state not in USABLE_STATES + UPCOMING_STATES:
         return "FAIL", f"{label}: a reservation in state {state} launches nothing", 0
-    # A scheduled block has nothing available yet; what it will hold is its total.
-    count = reservation.get("AvailableInstanceCount", 0) if state in USABLE_STATES else reservation.get("TotalInstanceCount", 0)
-    notes, status = [f"{count} instance(s) available"], "PASS"
-    if state in UPCOMING_STATES:
-        start = reservation.get("StartDate")
-        notes.append(f"starts {start:%Y-%m-%d %H:%M}Z" if start else "not started")
+    if state in USABLE_STATES:
+        count = reservation.get("AvailableInstanceCount", 0)
+        notes, status = [f"{count} instance(s) available"], "PASS"
+    else:  # nothing is available before the start; what it will hold is its total
+        count, start = reservation.get("TotalInstanceCount", 0), reservation.get("StartDate")
+        notes = [f"{count} instance(s) from its start", f"starts {start:%Y-%m-%d %H:%M}Z" if start else "not started"]
         status = "WARN"
     if end is not None:
         begins = max(now, reservation.get("StartDate") or now)

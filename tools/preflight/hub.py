@@ -11,6 +11,7 @@ findings name the repository and the HTTP status only.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import urllib.error
 import urllib.request
@@ -27,6 +28,9 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 INVALID_TOKEN_MESSAGE = "Invalid credentials in Authorization header"
 TIMEOUT_SECONDS = 15
 SET_TOKEN = f"pulumi config set --secret {HUGGING_FACE_TOKEN_KEY} hf_... --stack {{stack}}"
+# Hub tokens start with "hf_": huggingface_hub 2.4.0 tells them from other providers' keys that way
+# (inference/_client.py L213, inference/_providers/_common.py L221).
+TOKEN_SHAPE = re.compile(r"hf_[A-Za-z0-9]+")
 
 
 def hub_endpoint() -> str:
@@ -52,7 +56,7 @@ def stack_token(stack: str) -> Token:
     if f"{PROJECT}:{HUGGING_FACE_TOKEN_KEY}" not in stack_file_config(stack):
         return Token(None, f"the stack sets no {HUGGING_FACE_TOKEN_KEY}", configured=False)
     try:
-        result = subprocess.run(["pulumi", "config", "get", HUGGING_FACE_TOKEN_KEY, "--stack", stack],
+        result = subprocess.run(["pulumi", "config", "get", HUGGING_FACE_TOKEN_KEY, "--non-interactive", "--stack", stack],
                                 capture_output=True, text=True, cwd=ROOT, timeout=60)
     except FileNotFoundError:
         reason = "the Pulumi CLI is not on PATH"
@@ -61,8 +65,10 @@ def stack_token(stack: str) -> Token:
     else:
         if result.returncode == 0 and result.stdout.strip():
             return Token(result.stdout.strip(), f"the stack's {HUGGING_FACE_TOKEN_KEY}")
-        # Pulumi's stderr names the problem (login, passphrase); it never echoes a config value.
-        reason = next((line.strip() for line in result.stderr.splitlines() if line.strip()), f"exit code {result.returncode}")
+        # Pulumi's stderr names the problem (login, passphrase). Anything token-shaped on it is
+        # masked all the same: this line is printed.
+        first = next((line.strip() for line in result.stderr.splitlines() if line.strip()), f"exit code {result.returncode}")
+        reason = TOKEN_SHAPE.sub("hf_***", first)
     if os.environ.get("HF_TOKEN"):
         return Token(os.environ["HF_TOKEN"], f"HF_TOKEN (the stack's token could not be read: {reason})")
     return Token(None, f"`pulumi config get {HUGGING_FACE_TOKEN_KEY}` failed ({reason}) and HF_TOKEN is not set")
