@@ -1,12 +1,12 @@
-# Entry points. Offline: setup, test, plan (PREVIEW=1: as `pulumi preview`). Real account: up,
-# destroy, benchmark, results.
+# Entry points. Offline: setup, test, plan (PREVIEW=1: as `pulumi preview`). Real account: preflight,
+# up, destroy, benchmark, results, sweep.
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
 STACK  ?=
 STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
 
-.PHONY: setup test plan plan-all up destroy sweep benchmark results check-stack
+.PHONY: setup test plan plan-all preflight up destroy sweep benchmark results check-stack
 
 setup: $(VENV)/.installed
 
@@ -27,17 +27,25 @@ plan: setup check-stack
 plan-all: setup
 	@for s in $(STACKS); do $(PY) -m offline.plan --stack $$s > /dev/null || exit $$?; echo "planned $$s"; done
 
+# Read-only checks with your credentials (exit 1 on a FAIL); JSON=1 for machine-readable output.
+preflight: setup check-stack
+	$(PY) -m tools.preflight --stack $(STACK) $(if $(JSON),--json)
+
+# Preflight first; a FAIL stops here. SKIP_PREFLIGHT=1 goes straight to pulumi up.
 up: setup check-stack
+	$(if $(filter 1,$(SKIP_PREFLIGHT)),@echo "preflight skipped (SKIP_PREFLIGHT=1)",$(PY) -m tools.preflight --stack $(STACK))
 	pulumi up --stack $(STACK)
 
+# pulumi destroy, then a sweep of the stack's region for what Karpenter or EKS left behind.
 destroy: setup check-stack
-	pulumi destroy --stack $(STACK)
+	$(PY) -m tools.destroy --stack $(STACK)
 
 benchmark: setup check-stack
 	$(PY) -m tools.rerun_benchmark --stack $(STACK)
 
+# RUN=<run id> (default: the latest), BUCKET=<name> (default: the stack's modelBucket output).
 results: setup check-stack
-	$(PY) -m tools.fetch_results --stack $(STACK)
+	$(PY) -m tools.fetch_results --stack $(STACK) $(if $(RUN),--run-id $(RUN)) $(if $(BUCKET),--bucket $(BUCKET))
 
 sweep: setup check-stack
 	$(PY) -m tools.sweep --stack $(STACK)

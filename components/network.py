@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from stackconfig import PlatformSpec
+
 
 @dataclass(frozen=True)
 class NetworkArgs:
@@ -22,6 +24,14 @@ class NetworkArgs:
     availability_zones: tuple[str, ...] = ()
     """Zones named in config (`cluster.availabilityZones`), e.g. a reservation's; empty: chosen
     by offering."""
+
+    @classmethod
+    def from_spec(cls, platform: PlatformSpec) -> "NetworkArgs":
+        """The network a platform asks for; `make preflight` checks the same zones the program will use."""
+        return cls(cluster_name=platform.cluster_name, cidr=platform.cluster.vpc_cidr, region=platform.region,
+                   instance_type=platform.instance_type,
+                   availability_zone_count=platform.cluster.availability_zone_count,
+                   availability_zones=platform.cluster.availability_zones)
 
 
 class ZoneSelectionError(pulumi.RunError):
@@ -42,14 +52,11 @@ def offered_zones(instance_type: str, parent: pulumi.Resource) -> list[str]:
 
 
 def choose_zones(offered: list[str], args: NetworkArgs) -> list[str]:
-    """The zones the VPC spans: the configured ones, else the first offering zones by name."""
+    """The zones the VPC spans: the configured ones, else the first offering zones by name.
+
+    Configured zones are used even where the type has no on-demand offering: a Capacity Block can
+    be bought there (FACTS.md, "Regions and capacity"); `unoffered_zones` names them."""
     if args.availability_zones:
-        missing = [z for z in args.availability_zones if z not in offered]
-        if missing:
-            # A Capacity Block can be bought where on-demand offerings are absent (FACTS.md,
-            # "Regions and capacity"), so this is a warning, not a refusal.
-            pulumi.log.warn(f"cluster.availabilityZones {', '.join(missing)}: {args.instance_type} has no on-demand "
-                            f"offering there; only a capacity reservation can launch it")
         return list(args.availability_zones)
     if len(offered) < args.availability_zone_count:
         raise ZoneSelectionError(
@@ -58,6 +65,11 @@ def choose_zones(offered: list[str], args: NetworkArgs) -> list[str]:
             f"{args.availability_zone_count}. Choose another aws:region (`make preflight` lists offerings) or name "
             f"the zones in cluster.availabilityZones.")
     return offered[:args.availability_zone_count]
+
+
+def unoffered_zones(offered: list[str], zones: list[str]) -> list[str]:
+    """Chosen zones without an on-demand offering of the instance type: only a reservation launches there."""
+    return [z for z in zones if z not in offered]
 
 
 class Network(pulumi.ComponentResource):
@@ -69,7 +81,12 @@ class Network(pulumi.ComponentResource):
     def __init__(self, name: str, args: NetworkArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:network:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        zones = choose_zones(offered_zones(args.instance_type, self), args)
+        offered = offered_zones(args.instance_type, self)
+        zones = choose_zones(offered, args)
+        missing = unoffered_zones(offered, zones)
+        if missing:
+            pulumi.log.warn(f"cluster.availabilityZones {', '.join(missing)}: {args.instance_type} has no on-demand "
+                            f"offering there; only a capacity reservation can launch it")
         block = ipaddress.ip_network(args.cidr)
         public_cidrs = list(block.subnets(new_prefix=24))[: len(zones)]
         private_cidrs = list(block.subnets(new_prefix=19))[1 : len(zones) + 1]

@@ -27,14 +27,7 @@ def aws_provider(region: str, tags: dict[str, str]) -> aws.Provider:
 
 def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provider) -> ClusterHandle:
     with_aws = pulumi.ResourceOptions(providers=[provider])
-    network = Network("network", NetworkArgs(
-        cluster_name=spec.cluster_name,
-        cidr=spec.cluster.vpc_cidr,
-        region=spec.region,
-        instance_type=spec.instance_type,
-        availability_zone_count=spec.cluster.availability_zone_count,
-        availability_zones=spec.cluster.availability_zones,
-    ), opts=with_aws)
+    network = Network("network", NetworkArgs.from_spec(spec), opts=with_aws)
     cluster = Cluster("cluster", ClusterArgs(
         cluster_name=spec.cluster_name,
         kubernetes_version=spec.cluster.kubernetes_version,

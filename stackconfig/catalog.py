@@ -5,6 +5,7 @@ Model facts come from the Hugging Face model cards; instance facts from ../share
 """
 from __future__ import annotations
 
+import datetime
 import functools
 from dataclasses import dataclass
 from typing import Literal
@@ -75,13 +76,15 @@ class InstanceShape:
     5.2.5's snapshot of that API (moto/ec2/resources/instance_types.json.gz)."""
     physical_cores_per_device: int = 8
     approx_hourly_usd: float | None = None
-    """Approximate on-demand list price, for cost estimates in the plan summary only; check the
-    EC2 pricing page (or `aws pricing get-products`) for your region before relying on it."""
+    """Approximate on-demand list price, for the plan summary and when `make preflight` cannot get
+    the region's price from the Pricing API; check the EC2 pricing page for your region."""
 
 
 INSTANCE_SHAPES: dict[str, InstanceShape] = {
+    # ~$35.76/h: the one figure found, from a third-party source for us-east-1 in 2026-02 (FACTS.md,
+    # "Regions and capacity"); no AWS page was found, and Karpenter's us-east-1 table has no trn2.
     "trn2.48xlarge": InstanceShape(neuron_devices=16, vcpus=192, memory_gib=2048, primary_network_gbps=200,
-                                   approx_hourly_usd=44.70),
+                                   approx_hourly_usd=35.76),
     "trn2.3xlarge": InstanceShape(neuron_devices=1, vcpus=12, memory_gib=128, primary_network_gbps=50),
 }
 
@@ -122,6 +125,27 @@ EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "aws-mountpoint-s3-csi-driver": "v2.3.0-eksbuild.1",
     },
 }
+
+
+@dataclass(frozen=True)
+class EksSupport:
+    """When EKS stops standard support for a Kubernetes version (it then bills extended support
+    per cluster-hour) and when extended support ends (EKS then supports the version no more)."""
+
+    standard_until: datetime.date
+    extended_until: datetime.date
+    source: str
+
+
+# `make preflight` warns as a stack's version nears standard_until and fails past extended_until.
+EKS_SUPPORT: dict[str, EksSupport] = {
+    "1.34": EksSupport(datetime.date(2026, 12, 2), datetime.date(2027, 12, 2),
+                       "awsdocs/amazon-eks-user-guide latest/ug/versioning/kubernetes-versions.adoc @0138560"),
+    "1.35": EksSupport(datetime.date(2027, 3, 27), datetime.date(2028, 3, 27),
+                       "standard: endoflife.date/amazon-eks (third party); extended: 12 months later, the extended "
+                       "support window (AWS containers blog, 'Amazon EKS extended support for Kubernetes versions pricing')"),
+}
+
 WORKLOAD_IDENTITIES = ("irsa", "pod-identity")
 
 

@@ -1,7 +1,13 @@
-"""Fixtures that run the real program under the recording engine, once per stack."""
+"""Fixtures: the real program under the recording engine, once per stack, and the environments
+the operator tools run in (credentials or none, a PATH of fake CLIs)."""
 from __future__ import annotations
 
 import functools
+import logging
+import sys
+import textwrap
+import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +49,70 @@ def recording(stack) -> Recording:
 @pytest.fixture
 def spec(stack):
     return load_stack(stack).spec()
+
+
+# Every variable botocore's credential chain reads (botocore/credentials.py, create_credential_resolver:
+# environment, assume-role and web identity, container provider), besides the files and IMDS.
+AWS_CREDENTIAL_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+                            "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+                            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                            "AWS_CONTAINER_AUTHORIZATION_TOKEN")
+
+
+@pytest.fixture
+def no_aws_credentials(tmp_path, monkeypatch):
+    """An environment in which botocore finds no credentials anywhere, IMDS included."""
+    for name in AWS_CREDENTIAL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture
+def aws_credentials(no_aws_credentials, monkeypatch):
+    """Fake keys and nothing else (moto accepts any)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+
+
+@pytest.fixture
+def fake_bin(tmp_path, monkeypatch):
+    """A PATH holding only the command-line tools a test writes, so the real ones on this machine
+    never answer. Returns a writer: fake_bin(name, python_body) -> path."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", str(bin_dir))
+
+    def write(name: str, body: str) -> Path:
+        path = bin_dir / name
+        path.write_text(f"#!{sys.executable}\nimport json, os, stat, sys\n{textwrap.dedent(body)}")
+        path.chmod(0o755)
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def moto_server():
+    """moto in server mode on 127.0.0.1 (a free port), for code that builds its own clients and
+    finds AWS through AWS_ENDPOINT_URL. It runs in this process (ThreadedMotoServer), so its
+    backends are the in-process ones. Its request log and tracebacks for the operations moto lacks
+    are silenced."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.CRITICAL)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def moto_endpoint(moto_server, aws_credentials, monkeypatch):
+    """Every AWS client in the test talks to the moto server, which starts the test empty
+    (moto's reset API, POST /moto-api/reset)."""
+    urllib.request.urlopen(urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST"), timeout=10).close()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
+    return moto_server

@@ -72,3 +72,19 @@ def test_stack_outputs(recording, spec):
     assert outputs["clusterName"] == spec.cluster_name
     assert outputs["kubeconfig"] == "[secret]"
     assert outputs["region"] == spec.region
+
+
+def registered_addons(recording) -> dict[str, str]:
+    """Every EKS add-on the program installs with its build: aws.eks.Addon resources plus the two
+    pulumi-eks installs with the control plane."""
+    cluster = recording.one("eks:index:Cluster").inputs
+    addons = {a.inputs["addonName"]: a.inputs["addonVersion"] for a in recording.of_type("aws:eks/addon:Addon")}
+    addons["vpc-cni"] = cluster["vpcCniOptions"]["addonVersion"]
+    addons["kube-proxy"] = cluster["kubeProxyAddonOptions"]["version"]
+    return addons
+
+
+def test_preflight_checks_exactly_the_addons_the_program_installs(recording, spec):
+    from components.versions import eks_addons
+
+    assert registered_addons(recording) == eks_addons(spec.cluster.kubernetes_version, spec.cluster.workload_identity)

@@ -159,3 +159,12 @@ def test_role_permissions_are_the_same_in_both_modes(stack):
     for name in irsa:
         assert irsa[name][1] == pod[name][1], name
         assert irsa[name][0] != pod[name][0], name
+
+
+def test_preflight_checks_the_pod_identity_agent_when_it_is_installed(stack):
+    from components.versions import eks_addons
+
+    from .test_cluster import registered_addons
+
+    assert registered_addons(pod_identity(stack)) == eks_addons("1.34", "pod-identity")
+    assert "eks-pod-identity-agent" in eks_addons("1.34", "pod-identity") and "eks-pod-identity-agent" not in eks_addons("1.34", "irsa")

@@ -1,70 +1,293 @@
-"""Operator tools: fetching results (against moto S3) and re-running the benchmark."""
+"""Operator tools act on the stack they are given: its region, cluster, kubeconfig and bucket,
+never the shell's current context; what is missing comes out as one line, never a traceback.
+
+AWS is moto (in-process); the pulumi, kubectl and aws CLIs are stand-ins on a PATH of their own
+(tests/fake_clis.py), so the real CLIs on a developer's machine never answer.
+"""
+from __future__ import annotations
+
+import stat
 from datetime import datetime, timezone
 
 import boto3
+import pytest
 from moto import mock_aws
 
 from offline.stacks import load_stack
-from tools import fetch_results, rerun_benchmark
+from tools import destroy, fetch_results, rerun_benchmark, sweep
 
+from . import fake_clis
+from .fake_clis import CLUSTER, NAMESPACE, RESULTS, SECRET_MARKER, deployed_outputs, logged
 from .llmperf_files import request, write_case, write_run
 
+STACK = "qwen3-32b-qwen3-1.7b"  # aws:region us-east-2
+PLATFORM, SHARED = "platform", "qwen3-32b-qwen3-1.7b-shared"  # the shared pairing names the platform
+BUCKET = deployed_outputs()["modelBucket"]
+# moto validates AMI ids only with MOTO_ENABLE_AMI_VALIDATION (moto/ec2/models/instances.py), and
+# listing its AMIs is slow; the id is an example from moto's own sources (moto/emr/models.py).
+IMAGE = "ami-12c6146b"
 
-STACK = "qwen3-32b-qwen3-1.7b"
-STACK_SLUG = load_stack(STACK).spec().name
 
-
-@mock_aws
-def test_fetch_downloads_the_latest_run_and_reports(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def elsewhere(monkeypatch):
+    """The shell points at another region: the tools must not follow it."""
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    s3 = boto3.client("s3", region_name="us-west-2")
-    s3.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
+    monkeypatch.setenv("AWS_REGION", "us-west-2")
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def upload_runs(s3, tmp_path, runs: dict[str, float]) -> None:
     local = tmp_path / "made"
-    for run_id, e2e in (("20261119T000000Z-a", 9.0), ("20261120T000000Z-b", 3.0)):
+    for run_id, e2e in runs.items():
         write_run(local, run_id, {"counting": "x"})
         for variant in ("base", "sd"):
             write_case(local, run_id, variant, "counting", [request(ttft=0.05, e2e=e2e, output_tokens=100)])
         for path in (local / run_id).rglob("*"):
             if path.is_file():
-                s3.upload_file(str(path), "models", f"results/{STACK_SLUG}/{run_id}/{path.relative_to(local / run_id).as_posix()}")
+                s3.upload_file(str(path), BUCKET, f"{RESULTS}{run_id}/{path.relative_to(local / run_id).as_posix()}")
+
+
+# --- make results -----------------------------------------------------------------------------
+
+@mock_aws
+def test_results_reads_the_bucket_output_in_the_stack_region(tmp_path, aws_credentials, elsewhere, fake_bin, capsys):
+    s3 = boto3.client("s3", region_name="us-east-2")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+    upload_runs(s3, tmp_path, {"20261119T000000Z-a": 9.0, "20261120T000000Z-b": 3.0})
+    log = tmp_path / "pulumi.log"
+    fake_bin("pulumi", fake_clis.pulumi(log, deployed_outputs()))
     out = tmp_path / "out"
-    assert fetch_results.main(["--stack", STACK, "--bucket", "models", "--out", str(out)], client=s3) == 0
+    assert fetch_results.main(["--stack", STACK, "--out", str(out)]) == 0
     assert [p.name for p in out.iterdir() if p.is_dir()] == ["20261120T000000Z-b"]
     assert (out / "report.md").exists() and (out / "report.json").exists() and (out / "report.png").exists()
-    assert "Run 20261120T000000Z-b" in capsys.readouterr().out
+    assert logged(log) == [["pulumi", "stack", "output", "--json", "--show-secrets", "--non-interactive", "--stack", STACK]]
+    assert SECRET_MARKER not in capsys.readouterr().out
 
 
 @mock_aws
-def test_fetch_says_when_there_is_nothing_yet(tmp_path, monkeypatch):
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    s3 = boto3.client("s3", region_name="us-west-2")
-    s3.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
-    assert fetch_results.main(["--stack", STACK, "--bucket", "models", "--out", str(tmp_path)], client=s3) == 1
-
-
-def test_rerun_creates_a_job_from_the_template():
-    argv = rerun_benchmark.command(datetime(2026, 11, 22, 3, 4, 5, tzinfo=timezone.utc), "sd-x")
-    assert argv == ["kubectl", "--namespace", "sd-x", "create", "job", "llmperf-manual-20261122-030405", "--from=cronjob/llmperf"]
+def test_results_takes_run_and_bucket_without_pulumi(tmp_path, aws_credentials, elsewhere, fake_bin, capsys):
+    s3 = boto3.client("s3", region_name="us-east-2")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+    upload_runs(s3, tmp_path, {"20261119T000000Z-a": 9.0, "20261120T000000Z-b": 3.0})
+    out = tmp_path / "out"
+    assert fetch_results.main(["--stack", STACK, "--bucket", BUCKET, "--run-id", "20261119T000000Z-a", "--out", str(out)]) == 0
+    assert [p.name for p in out.iterdir() if p.is_dir()] == ["20261119T000000Z-a"]
+    assert fetch_results.main(["--stack", STACK, "--bucket", BUCKET, "--run-id", "nope", "--out", str(out)]) == 1
+    assert "no run nope" in one_line_error(capsys)
 
 
 @mock_aws
-def test_sweep_finds_what_karpenter_left_and_nothing_else(monkeypatch, capsys):
-    from tools import sweep
+def test_results_says_when_there_is_nothing_yet(tmp_path, aws_credentials, elsewhere, fake_bin, capsys):
+    boto3.client("s3", region_name="us-east-2").create_bucket(
+        Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+    assert fetch_results.main(["--stack", STACK, "--bucket", BUCKET, "--out", str(tmp_path)]) == 1
+    assert "no benchmark runs" in one_line_error(capsys)
 
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
-    ec2, iam = boto3.client("ec2", region_name="us-west-2"), boto3.client("iam")
-    assert sweep.main(["--stack", "qwen3-32b-qwen3-1.7b"], ec2=ec2, iam=iam) == 0
-    cluster = load_stack(STACK).spec().cluster_name
-    owned = [{"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"}, {"Key": "karpenter.sh/nodepool", "Value": "trn2"}]
-    image = ec2.describe_images(Owners=["amazon"])["Images"][0]["ImageId"]
-    ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1, TagSpecifications=[{"ResourceType": "instance", "Tags": owned}])
-    ec2.run_instances(ImageId=image, MinCount=1, MaxCount=1)  # someone else's
-    ec2.create_launch_template(LaunchTemplateName="karpenter-lt", LaunchTemplateData={},
-                               TagSpecifications=[{"ResourceType": "launch-template", "Tags": owned}])
-    iam.create_instance_profile(InstanceProfileName=f"{cluster}_1234567890", Tags=owned[:1])
-    iam.create_instance_profile(InstanceProfileName=f"{cluster}_untagged")
-    iam.create_instance_profile(InstanceProfileName="unrelated")
-    assert sweep.main(["--stack", "qwen3-32b-qwen3-1.7b"], ec2=ec2, iam=iam) == 1
+
+# --- make benchmark ---------------------------------------------------------------------------
+
+def test_benchmark_runs_kubectl_on_the_stack_kubeconfig_and_namespace(tmp_path, aws_credentials, fake_bin, capsys):
+    pulumi_log, kubectl_log = tmp_path / "pulumi.log", tmp_path / "kubectl.log"
+    fake_bin("pulumi", fake_clis.pulumi(pulumi_log, deployed_outputs()))
+    fake_bin("kubectl", fake_clis.kubectl(kubectl_log))
+    fake_bin("aws", fake_clis.AWS_CLI)
+    assert rerun_benchmark.main(["--stack", STACK]) == 0
+    (call,) = logged(kubectl_log)
+    argv = call["argv"]
+    kubeconfig_path = argv[argv.index("--kubeconfig") + 1]
+    job = argv[argv.index("job") + 1]
+    assert argv == ["kubectl", "--kubeconfig", kubeconfig_path, "--namespace", NAMESPACE,
+                    "create", "job", job, "--from=cronjob/llmperf"]
+    assert job.startswith("llmperf-manual-")
+    assert call["mode"] == oct(stat.S_IRUSR | stat.S_IWUSR) and call["kubeconfig"] == deployed_outputs()["kubeconfig"]
+    assert not (tmp_path / kubeconfig_path).exists()
+    out = capsys.readouterr()
+    assert SECRET_MARKER not in out.out + out.err and CLUSTER in out.out
+
+
+def test_benchmark_job_names_are_timestamped():
+    assert rerun_benchmark.job_name(datetime(2026, 11, 22, 3, 4, 5, tzinfo=timezone.utc)) == "llmperf-manual-20261122-030405"
+
+
+@pytest.mark.parametrize("outputs, error, says", [
+    ({}, None, "not deployed; run `make up STACK=qwen3-32b-qwen3-1.7b`"),
+    (None, "error: no stack named 'qwen3-32b-qwen3-1.7b' found", "no stack named"),
+    ({k: v for k, v in deployed_outputs().items() if k != "benchmarkCronJob"}, None, "no output benchmarkCronJob"),
+    (deployed_outputs(region="us-west-2"), None, "deployed in us-west-2 but its stack file says aws:region us-east-2"),
+])
+def test_benchmark_without_a_usable_deployed_stack_says_so(tmp_path, aws_credentials, fake_bin, capsys, outputs, error, says):
+    fake_bin("pulumi", fake_clis.pulumi(tmp_path / "pulumi.log", outputs, error=error))
+    fake_bin("kubectl", fake_clis.kubectl(tmp_path / "kubectl.log"))
+    fake_bin("aws", fake_clis.AWS_CLI)
+    assert rerun_benchmark.main(["--stack", STACK]) == 1
+    assert says in one_line_error(capsys)
+    assert not logged(tmp_path / "kubectl.log")
+
+
+@pytest.mark.parametrize("missing", ["pulumi", "kubectl", "aws"])
+def test_benchmark_names_a_missing_cli(tmp_path, aws_credentials, fake_bin, capsys, missing):
+    writers = {"pulumi": fake_clis.pulumi(tmp_path / "pulumi.log", deployed_outputs()),
+               "kubectl": fake_clis.kubectl(tmp_path / "kubectl.log"), "aws": fake_clis.AWS_CLI}
+    for name, body in writers.items():
+        if name != missing:
+            fake_bin(name, body)
+    assert rerun_benchmark.main(["--stack", STACK]) == 1
+    assert f"`{missing}` not found on PATH: install" in one_line_error(capsys)
+
+
+# --- make sweep -------------------------------------------------------------------------------
+
+def leave_behind(region: str, cluster: str) -> dict[str, str]:
+    """What an interrupted destroy leaves, tagged the way Karpenter, the VPC CNI and EKS tag it."""
+    ec2 = boto3.client("ec2", region_name=region)
+    owned = [{"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"}, {"Key": "eks:eks-cluster-name", "Value": cluster},
+             {"Key": "karpenter.sh/nodepool", "Value": "trn2"}, {"Key": "karpenter.k8s.aws/ec2nodeclass", "Value": "trn2"}]
+    instance = ec2.run_instances(ImageId=IMAGE, MinCount=1, MaxCount=1,
+                                 TagSpecifications=[{"ResourceType": "instance", "Tags": owned}])["Instances"][0]["InstanceId"]
+    template = ec2.create_launch_template(LaunchTemplateName=f"karpenter-{cluster}", LaunchTemplateData={},
+                                          TagSpecifications=[{"ResourceType": "launch-template", "Tags": owned}])
+    vpc = ec2.create_vpc(CidrBlock="10.64.0.0/16")["Vpc"]["VpcId"]
+    subnet = ec2.create_subnet(VpcId=vpc, CidrBlock="10.64.32.0/19")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName=f"eks-cluster-sg-{cluster}", Description="EKS created security group",
+                                      VpcId=vpc, TagSpecifications=[{"ResourceType": "security-group", "Tags": [
+                                          {"Key": f"kubernetes.io/cluster/{cluster}", "Value": "owned"}]}])["GroupId"]
+    tagged_eni = ec2.create_network_interface(SubnetId=subnet, Description="aws-K8S-i-0123456789abcdef0",
+                                              TagSpecifications=[{"ResourceType": "network-interface", "Tags": [
+                                                  {"Key": "cluster.k8s.amazonaws.com/name", "Value": cluster}]}])
+    untagged_eni = ec2.create_network_interface(SubnetId=subnet, Groups=[group], Description="aws-K8S-i-0fedcba9876543210")
+    iam = boto3.client("iam", region_name=region)
+    # Karpenter >= 1.7 under its path; older ones at "/" tagged with cluster and region (IAM names are global).
+    iam.create_instance_profile(InstanceProfileName=f"{cluster}_{region}-1", Path=f"/karpenter/{region}/{cluster}/uid-1/")
+    iam.create_instance_profile(InstanceProfileName=f"{cluster}_{region}-2",
+                                Tags=[*owned[:1], {"Key": "topology.kubernetes.io/region", "Value": region}])
+    boto3.client("logs", region_name=region).create_log_group(logGroupName=f"/aws/eks/{cluster}/cluster")
+    return {"instance": instance, "launch template": template["LaunchTemplate"]["LaunchTemplateId"], "security group": group,
+            "tagged eni": tagged_eni["NetworkInterface"]["NetworkInterfaceId"],
+            "eni in the cluster group": untagged_eni["NetworkInterface"]["NetworkInterfaceId"],
+            "pathed profile": f"{cluster}_{region}-1", "tagged profile": f"{cluster}_{region}-2",
+            "log group": f"/aws/eks/{cluster}/cluster"}
+
+
+@mock_aws
+def test_sweep_searches_the_stack_region_not_the_shell_region(aws_credentials, elsewhere, capsys):
+    assert sweep.main(["--stack", STACK]) == 0
+    assert f"nothing left for cluster {CLUSTER} in us-east-2" in capsys.readouterr().out
+    left = leave_behind("us-east-2", CLUSTER)
+    leave_behind("us-west-2", CLUSTER)  # the shell's region: must not be reported
+    leave_behind("us-east-2", "sd-someone-else")
+    ec2 = boto3.client("ec2", region_name="us-east-2")
+    ec2.run_instances(ImageId=IMAGE, MinCount=1, MaxCount=1)  # someone else's
+    boto3.client("iam").create_instance_profile(InstanceProfileName=f"{CLUSTER}_untagged")
+    assert sweep.main(["--stack", STACK]) == 1
     out = capsys.readouterr().out
-    assert "instances: i-" in out and "launch templates: lt-" in out and f"instance profiles: {cluster}_1234567890\n" in out
-    assert "unrelated" not in out and "untagged" not in out and out.count("i-") == 1
+    for what, found in left.items():
+        assert found in out, what
+    listed = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip().split(", ") for line in out.splitlines() if line.startswith("  ")}
+    assert len(listed["instances"]) == 1 and len(listed["security groups"]) == 1 and len(listed["network interfaces"]) == 2
+    assert sorted(listed["instance profiles"]) == [f"{CLUSTER}_us-east-2-1", f"{CLUSTER}_us-east-2-2"]
+    assert "someone-else" not in out and "untagged" not in out
+
+
+def karpenter_instance(region: str, cluster: str, node_class: str) -> str:
+    tags = [{"Key": "eks:eks-cluster-name", "Value": cluster}, {"Key": "karpenter.k8s.aws/ec2nodeclass", "Value": node_class},
+            {"Key": "karpenter.sh/nodepool", "Value": node_class}]
+    return boto3.client("ec2", region_name=region).run_instances(
+        ImageId=IMAGE, MinCount=1, MaxCount=1, TagSpecifications=[{"ResourceType": "instance", "Tags": tags}])["Instances"][0]["InstanceId"]
+
+
+@mock_aws
+def test_a_shared_pairing_sweep_lists_only_its_own_node_class(aws_credentials, capsys):
+    spec = load_stack(SHARED).spec()
+    cluster, own = spec.cluster_name, spec.node_pool_name
+    assert cluster == load_stack(PLATFORM).spec().cluster_name  # the platform's cluster
+    left = leave_behind("us-east-2", cluster)  # the platform's own: security groups, ENIs, log group...
+    mine = karpenter_instance("us-east-2", cluster, own)
+    theirs = karpenter_instance("us-east-2", cluster, "sd-another-pairing")
+    boto3.client("ec2", region_name="us-east-2").create_launch_template(
+        LaunchTemplateName="karpenter.k8s.aws/123", LaunchTemplateData={}, TagSpecifications=[{"ResourceType": "launch-template", "Tags": [
+            {"Key": "eks:eks-cluster-name", "Value": cluster}, {"Key": "karpenter.k8s.aws/ec2nodeclass", "Value": own}]}])
+    assert sweep.main(["--stack", SHARED]) == 1
+    out = capsys.readouterr().out
+    assert f"left behind for node class {own} on cluster {cluster} in us-east-2:" in out
+    listed = {line.split(":", 1)[0].strip(): line.split(":", 1)[1].strip().split(", ") for line in out.splitlines() if line.startswith("  ")}
+    assert listed["instances"] == [mine] and theirs not in out and left["instance"] not in out
+    assert len(listed["launch templates"]) == 1 and set(listed) == {"instances", "launch templates"}
+    assert left["security group"] not in out and left["log group"] not in out
+
+
+def test_sweep_without_credentials_says_how_to_get_them(no_aws_credentials, capsys):
+    assert sweep.main(["--stack", STACK]) == 1
+    assert "no AWS credentials found: run `aws configure`" in one_line_error(capsys)
+
+
+# --- make destroy -----------------------------------------------------------------------------
+
+@mock_aws
+@pytest.mark.parametrize("destroy_exit, leftovers, expected", [(0, False, 0), (0, True, 1), (255, False, 1)])
+def test_destroy_runs_pulumi_destroy_then_the_sweep(tmp_path, aws_credentials, elsewhere, fake_bin, capsys,
+                                                    destroy_exit, leftovers, expected):
+    log = tmp_path / "pulumi.log"
+    fake_bin("pulumi", fake_clis.pulumi(log, destroy_exit=destroy_exit))
+    if leftovers:
+        leave_behind("us-east-2", CLUSTER)
+    assert destroy.main(["--stack", STACK]) == expected
+    assert logged(log) == [["pulumi", "destroy", "--stack", STACK]]
+    out = capsys.readouterr().out
+    assert ("left behind for cluster" in out) == leftovers and ("nothing left" in out) == (not leftovers)
+
+
+def test_destroy_refuses_before_destroying_when_the_sweep_could_not_run(tmp_path, no_aws_credentials, fake_bin, capsys):
+    log = tmp_path / "pulumi.log"
+    fake_bin("pulumi", fake_clis.pulumi(log))
+    assert destroy.main(["--stack", STACK]) == 1
+    assert "no AWS credentials" in one_line_error(capsys) and not logged(log)
+
+
+@mock_aws
+def test_a_platform_with_a_deployed_pairing_is_not_destroyed(tmp_path, aws_credentials, fake_bin, capsys):
+    log = tmp_path / "pulumi.log"
+    fake_bin("pulumi", fake_clis.pulumi(log, stacks={SHARED: deployed_outputs()}))
+    assert destroy.main(["--stack", PLATFORM]) == 1
+    error = one_line_error(capsys)
+    assert f"platform {PLATFORM} still hosts pairing stack(s) {SHARED}" in error and f"make destroy STACK={SHARED}" in error
+    assert ["pulumi", "destroy", "--stack", PLATFORM] not in logged(log)
+
+
+@mock_aws
+def test_a_platform_without_deployed_pairings_is_destroyed_and_swept(tmp_path, aws_credentials, fake_bin, capsys):
+    log = tmp_path / "pulumi.log"
+    fake_bin("pulumi", fake_clis.pulumi(log, stacks={}))  # the pairing stack does not exist (any more)
+    assert destroy.main(["--stack", PLATFORM]) == 0
+    assert logged(log)[-1] == ["pulumi", "destroy", "--stack", PLATFORM]
+    assert f"nothing left for cluster {load_stack(PLATFORM).spec().cluster_name} in us-east-2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("tool", [fetch_results, rerun_benchmark])
+def test_results_and_benchmark_refuse_a_platform_stack(aws_credentials, capsys, tool):
+    assert tool.main(["--stack", PLATFORM]) == 1
+    assert f"stack {PLATFORM} is a platform (stackKind: platform)" in one_line_error(capsys)
+
+
+# --- every tool -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("tool", [fetch_results, rerun_benchmark, sweep, destroy])
+def test_every_tool_without_credentials_prints_one_line_and_fails(tmp_path, no_aws_credentials, fake_bin, capsys, tool):
+    fake_bin("pulumi", fake_clis.pulumi(tmp_path / "pulumi.log", deployed_outputs()))
+    fake_bin("kubectl", fake_clis.kubectl(tmp_path / "kubectl.log"))
+    fake_bin("aws", fake_clis.AWS_CLI)
+    assert tool.main(["--stack", STACK]) == 1
+    assert "no AWS credentials found" in one_line_error(capsys)
+    assert not logged(tmp_path / "kubectl.log")
+
+
+@pytest.mark.parametrize("tool", [fetch_results, rerun_benchmark, sweep, destroy])
+def test_every_tool_names_an_unknown_stack(aws_credentials, capsys, tool):
+    assert tool.main(["--stack", "no-such-stack"]) == 2
+    assert "no stack file Pulumi.no-such-stack.yaml in stacks/; stacks: " in capsys.readouterr().err

@@ -1,1 +1,1 @@
-"""Operator tools for a deployed stack (make results, make benchmark)."""
+"""Operator tools that act on the stack they are given (make preflight, results, benchmark, sweep, destroy)."""

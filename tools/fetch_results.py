@@ -1,26 +1,22 @@
-"""`make results STACK=<s>`: download the stack's latest benchmark run and report on it.
+"""`make results STACK=<s> [RUN=<id>] [BUCKET=<b>]`: download a benchmark run and report on it.
 
     python -m tools.fetch_results --stack S [--bucket B] [--run-id ID] [--out DIR]
 
-The bucket defaults to the stack's `modelBucket` output (needs the Pulumi CLI and a login);
-AWS credentials and region come from the standard environment.
+The region is the stack's (its aws:region), whatever the shell's AWS region says. The bucket
+defaults to the stack's `modelBucket` output (needs the Pulumi CLI and a login); the run to the
+latest one.
 """
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 from benchmark.report import write_report
 from components.benchmark import results_prefix
-from offline.stacks import load_stack
 
-
-def stack_output(stack: str, name: str) -> str:
-    return subprocess.run(["pulumi", "stack", "output", name, "--stack", stack], check=True,
-                          capture_output=True, text=True).stdout.strip()
+from .stack import ToolError, aws_session, bucket_of, pairing_spec, run_tool
 
 
 def run_ids(client: Any, bucket: str, results: str) -> list[str]:
@@ -42,23 +38,16 @@ def download_run(client: Any, bucket: str, results: str, run_id: str, out_dir: P
     return count
 
 
-def main(argv: list[str] | None = None, client: Any = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
-    parser.add_argument("--bucket")
-    parser.add_argument("--run-id", help="default: the latest run")
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args(argv)
-    if client is None:
-        import boto3
-
-        client = boto3.client("s3")
-    bucket = args.bucket or stack_output(args.stack, "modelBucket")
-    results = results_prefix(load_stack(args.stack).spec())
+def fetch(args: argparse.Namespace) -> int:
+    spec = pairing_spec(args.stack)
+    client = aws_session(spec.region).client("s3", region_name=spec.region)
+    bucket = args.bucket or bucket_of(args.stack)
+    results = results_prefix(spec)
     runs = run_ids(client, bucket, results)
     if not runs:
-        print(f"no benchmark runs under s3://{bucket}/{results} yet (is the llmperf job still running?)", file=sys.stderr)
-        return 1
+        raise ToolError(f"no benchmark runs under s3://{bucket}/{results} yet (is the llmperf job still running?)")
+    if args.run_id and args.run_id not in runs:
+        raise ToolError(f"no run {args.run_id} under s3://{bucket}/{results}; runs: {', '.join(runs)}")
     run_id = args.run_id or runs[-1]
     out_dir = args.out or Path("build") / "results" / args.stack
     count = download_run(client, bucket, results, run_id, out_dir)
@@ -66,6 +55,16 @@ def main(argv: list[str] | None = None, client: Any = None) -> int:
     write_report(out_dir)
     print(f"\nreport: {out_dir / 'report.md'}, {out_dir / 'report.png'}, {out_dir / 'report.json'}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--bucket", help="default: the stack's modelBucket output")
+    parser.add_argument("--run-id", help="default: the latest run")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    return run_tool(lambda: fetch(args))
 
 
 if __name__ == "__main__":

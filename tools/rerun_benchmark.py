@@ -1,8 +1,10 @@
 """`make benchmark STACK=<s>`: run the benchmark again, without touching the stack.
 
-Creates a Job from the suspended `llmperf` CronJob the stack deploys. Each run writes its
-results under its own run id, so earlier runs are kept. Needs kubectl pointed at the cluster
-(README: `pulumi stack output kubeconfig --show-secrets`).
+Creates a Job from the suspended CronJob the stack deploys (its `benchmarkCronJob` output), in
+the stack's own cluster and namespace: kubectl gets the stack's kubeconfig in a private
+temporary file, never the shell's current context. Each run writes its results under its own run
+id, so earlier runs are kept. Needs kubectl, the AWS CLI (the kubeconfig runs `aws eks
+get-token`), AWS credentials and the Pulumi CLI logged in to the stack's backend.
 """
 from __future__ import annotations
 
@@ -11,26 +13,47 @@ import subprocess
 import sys
 from datetime import datetime, timezone
 
-from components.benchmark import CRONJOB_NAME
-from offline.stacks import load_stack
+from .stack import (
+    DeployedStack,
+    ToolError,
+    aws_session,
+    deployed_stack,
+    kubeconfig_file,
+    kubectl,
+    pairing_spec,
+    require_cli,
+    run_tool,
+)
 
 
-def command(now: datetime, namespace: str) -> list[str]:
-    job = f"llmperf-manual-{now.strftime('%Y%m%d-%H%M%S')}"
-    return ["kubectl", "--namespace", namespace, "create", "job", job, f"--from=cronjob/{CRONJOB_NAME}"]
+def job_name(now: datetime) -> str:
+    return f"llmperf-manual-{now.strftime('%Y%m%d-%H%M%S')}"
+
+
+def rerun(stack: str, now: datetime) -> int:
+    spec = pairing_spec(stack)
+    aws_session(spec.region)  # kubectl's token comes from `aws eks get-token`: fail here, in one line
+    require_cli("kubectl")
+    require_cli("aws")
+    deployed: DeployedStack = deployed_stack(stack, spec)
+    job = job_name(now)
+    with kubeconfig_file(deployed) as kubeconfig:
+        argv = kubectl(deployed, kubeconfig, "create", "job", job, f"--from=cronjob/{deployed.benchmark_cron_job}")
+        print(f"{stack}: kubectl --namespace {deployed.namespace} create job {job} "
+              f"--from=cronjob/{deployed.benchmark_cron_job} (cluster {deployed.cluster_name}, {deployed.region})")
+        result = subprocess.run(argv)
+    if result.returncode != 0:
+        raise ToolError(f"kubectl could not create job {job} in cluster {deployed.cluster_name} (exit code {result.returncode}, its message above)")
+    print(f"follow it with: (umask 077; pulumi stack output kubeconfig --show-secrets --stack {stack} > kubeconfig) && "
+          f"kubectl --kubeconfig kubeconfig -n {deployed.namespace} logs -f job/{job}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True, help="for the message only: kubectl acts on its current context")
+    parser.add_argument("--stack", required=True)
     args = parser.parse_args(argv)
-    namespace = load_stack(args.stack).spec().namespace
-    argv_ = command(datetime.now(timezone.utc), namespace)
-    print(f"{args.stack}: {' '.join(argv_)}")
-    result = subprocess.run(argv_)
-    if result.returncode == 0:
-        print(f"follow it with: kubectl -n {namespace} logs -f job/{argv_[5]}")
-    return result.returncode
+    return run_tool(lambda: rerun(args.stack, datetime.now(timezone.utc)))
 
 
 if __name__ == "__main__":

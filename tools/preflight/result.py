@@ -1,0 +1,43 @@
+"""One preflight finding: PASS, WARN or FAIL, what was checked, what was found, how to fix it."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Literal
+
+from tools.stack import AWS_ERRORS, one_line
+
+Status = Literal["PASS", "WARN", "FAIL"]
+SEVERITY: dict[Status, int] = {"PASS": 0, "WARN": 1, "FAIL": 2}
+
+
+@dataclass(frozen=True)
+class Result:
+    status: Status
+    check: str
+    found: str
+    fix: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    """Figures for --json (prices, hours); never a secret."""
+
+    def line(self) -> str:
+        return f"{self.status:<4}  {self.check:<13} {self.found}" + (f"; fix: {self.fix}" if self.fix else "")
+
+    def as_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v or k in ("status", "check", "found")}
+
+
+def worst(statuses: list[Status]) -> Status:
+    return max(statuses, key=SEVERITY.__getitem__, default="PASS")
+
+
+# What a check raises when it could not reach its API or was not allowed to call it.
+UNREACHABLE = (*AWS_ERRORS, OSError)
+
+
+def guarded(check: str, fix: str, run: Callable[[], Result]) -> Result:
+    """Run a check; an API it could not reach or was not permitted to call is a WARN "could not
+    verify" with the error, never a traceback. Only a verified negative is a FAIL."""
+    try:
+        return run()
+    except UNREACHABLE as error:
+        return Result("WARN", check, f"could not verify: {one_line(error)}", fix)

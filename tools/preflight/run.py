@@ -1,0 +1,119 @@
+"""`make preflight STACK=<s>`: read-only checks with your credentials, before `pulumi up` spends money.
+
+    python -m tools.preflight --stack S [--json]
+
+One line per check: PASS, WARN or FAIL, the check, what was found and how to fix it. Exit 0 when
+nothing fails, 1 when something does, 2 when the stack file is invalid. A check whose API could not
+be reached or was not permitted says WARN "could not verify"; only a verified negative is a FAIL.
+Every AWS client uses the stack's region (pricing: us-east-1) and honours AWS_ENDPOINT_URL and
+AWS_ENDPOINT_URL_<SERVICE>; the hub check honours HF_ENDPOINT. Nothing is created or changed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError
+
+from stackconfig import PlatformSpec, StackSpec
+from tools.stack import StackFileError, one_line, stack_spec
+
+from . import account, capacity, clis, cost, hub, platform
+from .estimate import run_estimate
+from .result import UNREACHABLE, Result, guarded
+
+# A preflight should answer in seconds: few retries, short timeouts.
+CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
+
+
+@dataclass(frozen=True)
+class AwsClients:
+    sts: Any
+    ec2: Any
+    ssm: Any
+    eks: Any
+    quotas: Any
+    pricing: Any
+
+
+def aws_clients(region: str) -> AwsClients:
+    session = boto3.Session(region_name=region)
+
+    def client(service: str, in_region: str = region) -> Any:
+        return session.client(service, region_name=in_region, config=CLIENT_CONFIG)
+
+    return AwsClients(sts=client("sts"), ec2=client("ec2"), ssm=client("ssm"), eks=client("eks"),
+                      quotas=client("service-quotas"), pricing=client("pricing", cost.PRICING_REGION))
+
+
+def run_checks(spec: StackSpec | PlatformSpec, aws: AwsClients, now: datetime,
+               read_token: Callable[[], hub.Token]) -> list[Result]:
+    """A platform stack is checked for what it builds (zones, add-ons, Kubernetes support, its own
+    cost); a pairing for its capacity, AMI, models and cost too. A shared pairing's network and
+    cluster are its platform's, from the platform's stack file: checking them again here is cheap
+    and catches a platform file changed since it was deployed."""
+    platform_spec = spec if isinstance(spec, PlatformSpec) else spec.platform
+    estimate = run_estimate(spec) if isinstance(spec, StackSpec) else None
+    results = [account.check_identity(aws.sts, spec.region), clis.check_clis()]
+    try:
+        offerings, zones = capacity.check_offerings(
+            platform_spec, capacity.offered_zones(aws.ec2, platform_spec.instance_type),
+            reservations_possible=not isinstance(spec, StackSpec) or spec.capacity.capacity_type == "reserved")
+    except UNREACHABLE as error:
+        offerings = Result("WARN", capacity.OFFERINGS, f"could not verify: {one_line(error)}",
+                           "allow ec2:DescribeInstanceTypeOfferings")
+        zones = list(spec.cluster.availability_zones)
+    results.append(offerings)
+    if isinstance(spec, StackSpec):
+        results.append(guarded(capacity.QUOTA, "allow servicequotas:ListServiceQuotas and GetServiceQuota",
+                               lambda: capacity.check_quota(spec, aws.quotas)))
+        if spec.capacity.reservation_ids:
+            results.append(guarded(capacity.RESERVATIONS, "allow ec2:DescribeCapacityReservations",
+                                   lambda: capacity.check_reservations(spec, aws.ec2, zones, estimate, now)))
+        else:
+            results.append(capacity.list_capacity_blocks(spec, aws.ec2, zones, estimate))
+        results.append(guarded(platform.AMI, "allow ssm:GetParameter on parameter/aws/service/*",
+                               lambda: platform.check_ami(spec, aws.ssm)))
+    results.append(guarded(platform.ADDONS, "allow eks:DescribeAddonVersions",
+                           lambda: platform.check_addons(spec, aws.eks)))
+    results.append(platform.check_kubernetes_support(spec, now.date()))
+    if isinstance(spec, StackSpec):
+        results.append(hub.check_hub(spec, read_token))
+    results.append(cost.check_cost(spec, aws.pricing, estimate, now.date()))
+    return results
+
+
+def report(spec: StackSpec | PlatformSpec, results: list[Result], as_json: bool) -> str:
+    failed = [r for r in results if r.status == "FAIL"]
+    if as_json:
+        return json.dumps({"stack": spec.stack, "region": spec.region, "ok": not failed,
+                           "results": [r.as_json() for r in results]}, indent=2)
+    summary = (f"{len(failed)} check(s) failed: fix them before `make up`" if failed
+               else "no check failed" + (" (see the warnings)" if any(r.status == "WARN" for r in results) else ""))
+    return "\n".join([f"preflight {spec.stack} ({spec.region}, cluster {spec.cluster_name})",
+                      *(r.line() for r in results), summary])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    args = parser.parse_args(argv)
+    try:
+        spec = stack_spec(args.stack)
+        aws = aws_clients(spec.region)
+    except StackFileError as error:
+        print(error, file=sys.stderr)
+        return 2
+    except BotoCoreError as error:  # e.g. AWS_PROFILE names a profile that does not exist
+        print(f"error: AWS: {one_line(error)}", file=sys.stderr)
+        return 1
+    results = run_checks(spec, aws, datetime.now(timezone.utc), lambda: hub.stack_token(args.stack))
+    print(report(spec, results, args.json))
+    return 1 if any(r.status == "FAIL" for r in results) else 0
