@@ -78,9 +78,15 @@ class WorkloadRoleArgs:
     service_account: str
     """The one service account that may use the role. It is created elsewhere (a Helm release,
     an EKS add-on or a ServiceAccount object); IRSA binds by its annotation, Pod Identity here."""
-    policy: Any
-    """Inline policy document: a dict, or an Output of one."""
+    policy: Any = None
+    """Inline policy document: a dict, or an Output of one; None when only managed policies apply."""
+    managed_policy_arns: tuple[str, ...] = ()
+    """AWS managed policies to attach, for agents whose permissions AWS defines and maintains."""
     tags: dict[str, str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.policy is None and not self.managed_policy_arns:
+            raise ValueError(f"role for {self.namespace}/{self.service_account} grants nothing")
 
 
 class WorkloadRole(pulumi.ComponentResource):
@@ -99,7 +105,10 @@ class WorkloadRole(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(name, assume_role_policy=args.identity.trust_policy(args.namespace, args.service_account),
                             tags=args.tags, opts=child)
-        aws.iam.RolePolicy(name, role=role.id, policy=render_policy(args.policy), opts=child)
+        if args.policy is not None:
+            aws.iam.RolePolicy(name, role=role.id, policy=render_policy(args.policy), opts=child)
+        for arn in args.managed_policy_arns:
+            aws.iam.RolePolicyAttachment(f"{name}-{arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=arn, opts=child)
         if args.identity.mechanism == "pod-identity":
             aws.eks.PodIdentityAssociation(name, cluster_name=args.identity.cluster_name, namespace=args.namespace,
                                            service_account=args.service_account, role_arn=role.arn, tags=args.tags,

@@ -1,5 +1,6 @@
-"""Wiring of a platform: network, EKS and its add-ons, Karpenter, the Neuron DRA driver and the
-model store, returned as the ClusterHandle pairings build on. Creates components only."""
+"""Wiring of a platform: network, EKS and its add-ons, Karpenter, the Neuron DRA driver, the
+model store and Container Insights, returned as the ClusterHandle pairings build on. Creates
+components only."""
 from __future__ import annotations
 
 import pulumi
@@ -13,6 +14,7 @@ from .karpenter import Karpenter, KarpenterArgs
 from .model_store import ModelStore, ModelStoreArgs
 from .network import Network, NetworkArgs
 from .neuron_dra import NeuronDra, NeuronDraArgs
+from .observability import ContainerInsights, ContainerInsightsArgs
 
 
 def stack_tags(project: str, stack: str, extra: dict[str, str]) -> dict[str, str]:
@@ -53,6 +55,13 @@ def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provi
         cluster_name=spec.cluster_name,
         kubernetes_version=spec.cluster.kubernetes_version,
         retain_on_destroy=spec.retain_model_store,
+        identity=cluster.identity,
+        cluster_ready=cluster.ready,
+        tags=tags,
+    ), opts=with_aws)
+    ContainerInsights("container-insights", ContainerInsightsArgs(
+        cluster_name=spec.cluster_name,
+        kubernetes_version=spec.cluster.kubernetes_version,
         identity=cluster.identity,
         cluster_ready=cluster.ready,
         tags=tags,

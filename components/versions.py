@@ -17,10 +17,11 @@ def eks_addons(kubernetes_version: str, workload_identity: str) -> dict[str, str
 
     vpc-cni and kube-proxy come with the control plane (components/cluster.py, through pulumi-eks),
     coredns after the system nodes, the Mountpoint driver with the model store
-    (components/model_store.py), and the Pod Identity agent only when pods get their roles that
+    (components/model_store.py), Container Insights with its Neuron metrics
+    (components/observability.py), and the Pod Identity agent only when pods get their roles that
     way. tests/test_cluster.py holds this list to what the program registers.
     """
-    names = ["vpc-cni", "kube-proxy", "coredns", "aws-mountpoint-s3-csi-driver"]
+    names = ["vpc-cni", "kube-proxy", "coredns", "aws-mountpoint-s3-csi-driver", "amazon-cloudwatch-observability"]
     if workload_identity == "pod-identity":
         names.append("eks-pod-identity-agent")
     return {name: EKS_ADDON_VERSIONS[kubernetes_version][name] for name in names}

@@ -116,6 +116,9 @@ tables list 1.36 add-on builds; no evidence of 1.37 on EKS). A higher value is a
 # - eks-pod-identity-agent: no AWS table exists; a public Terraform pin for 1.34 (unverified)
 # - aws-mountpoint-s3-csi-driver: v2.3.0-eksbuild.1 is quoted with its configuration schema in
 #   aws/containers-roadmap#2785 (2026-03); its 1.34 compatibility is not documented
+# - amazon-cloudwatch-observability: no AWS table; a public Terraform pin commented for 1.34
+#   (unverified). Its chart, aws-observability/helm-charts tag amazon-cloudwatch-observability-4.10.2
+#   (2026-03-19), runs neuron-monitor on trn2.48xlarge with enhanced Container Insights on.
 EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
     "1.34": {
         "vpc-cni": "v1.20.4-eksbuild.1",
@@ -123,6 +126,7 @@ EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
         "kube-proxy": "v1.34.6-eksbuild.13",
         "eks-pod-identity-agent": "v1.3.10-eksbuild.2",
         "aws-mountpoint-s3-csi-driver": "v2.3.0-eksbuild.1",
+        "amazon-cloudwatch-observability": "v4.10.2-eksbuild.1",
     },
 }
 

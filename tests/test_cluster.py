@@ -88,3 +88,23 @@ def test_preflight_checks_exactly_the_addons_the_program_installs(recording, spe
     from components.versions import eks_addons
 
     assert registered_addons(recording) == eks_addons(spec.cluster.kubernetes_version, spec.cluster.workload_identity)
+
+
+def test_container_insights_publishes_neuron_metrics_with_the_documented_agent_role(recording, spec):
+    """The add-on whose neuron-monitor and agent produce the node_neuroncore_* metrics the
+    benchmark reads: its pinned build, after the system nodes, with a role that carries only
+    the managed policy AWS documents for it, bound to the agent's service account."""
+    from components.versions import eks_addons
+
+    (addon,) = [a for a in recording.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "amazon-cloudwatch-observability"]
+    assert addon.inputs["addonVersion"] == eks_addons(spec.cluster.kubernetes_version, "irsa")["amazon-cloudwatch-observability"]
+    assert recording.depends_on(addon, recording.one("eks:index:ManagedNodeGroup"))
+    role_component = recording.one("sdtrn2:iam:WorkloadRole", "container-insights-agent")
+    role = [r for r in recording.of_type("aws:iam/role:Role") if r.parent == role_component.urn][0]
+    assert addon.inputs["serviceAccountRoleArn"] == role.outputs["arn"]  # IRSA: the add-on annotates its account
+    trust = json.loads(role.inputs["assumeRolePolicy"])["Statement"][0]["Condition"]["StringEquals"]
+    assert [v for k, v in trust.items() if k.endswith(":sub")] == ["system:serviceaccount:amazon-cloudwatch:cloudwatch-agent"]
+    attached = [r.inputs["policyArn"] for r in recording.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                if r.parent == role_component.urn]
+    assert attached == ["arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy"]
+    assert not [r for r in recording.of_type("aws:iam/rolePolicy:RolePolicy") if r.parent == role_component.urn]

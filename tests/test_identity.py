@@ -21,7 +21,12 @@ IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
 # awslabs/mountpoint-s3-csi-driver@v2.1.0 charts/aws-mountpoint-s3-csi-driver/values.yaml
 # node.serviceAccount.name, installed by the add-on into kube-system (EKS user guide,
 # "Mountpoint for Amazon S3 CSI driver").
-ADDON_SERVICE_ACCOUNTS = {"aws-mountpoint-s3-csi-driver": ("kube-system", "s3-csi-driver-sa")}
+# aws-observability/helm-charts@amazon-cloudwatch-observability-4.10.2 templates/_helpers.tpl
+# cloudwatch-agent.serviceAccountName defaults to "cloudwatch-agent"; the add-on installs into
+# amazon-cloudwatch (CloudWatch user guide, "Install the Amazon CloudWatch Observability EKS add-on").
+ADDON_SERVICE_ACCOUNTS = {"aws-mountpoint-s3-csi-driver": ("kube-system", "s3-csi-driver-sa"),
+                          "amazon-cloudwatch-observability": ("amazon-cloudwatch", "cloudwatch-agent")}
+ROLES = 4  # Karpenter's controller, the Mountpoint driver, the CloudWatch agent, the benchmark runner
 
 
 @functools.lru_cache(maxsize=None)
@@ -31,12 +36,16 @@ def pod_identity(stack: str) -> Recording:
 
 
 def documents(recording: Recording) -> dict[str, tuple[dict, dict]]:
-    """Role component name -> (trust policy, inline policy)."""
+    """Role component name -> (trust policy, permissions: the inline policy and managed ARNs)."""
     out = {}
     for component in recording.of_type(ROLE):
         role = child(recording, component, "aws:iam/role:Role")
-        policy = child(recording, component, "aws:iam/rolePolicy:RolePolicy")
-        out[component.name] = (json.loads(role.inputs["assumeRolePolicy"]), json.loads(policy.inputs["policy"]))
+        inline = [r for r in recording.of_type("aws:iam/rolePolicy:RolePolicy") if r.parent == component.urn]
+        managed = sorted(r.inputs["policyArn"] for r in recording.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+                         if r.parent == component.urn)
+        assert len(inline) + len(managed) >= 1 and len(inline) <= 1, component.name
+        out[component.name] = (json.loads(role.inputs["assumeRolePolicy"]),
+                               {"inline": [json.loads(p.inputs["policy"]) for p in inline], "managed": managed})
     return out
 
 
@@ -51,7 +60,7 @@ def test_irsa_trust_keys_are_the_issuer_host_without_scheme(recording):
     assert not issuer.startswith("https://")  # as pulumi_eks.Cluster.oidc_issuer documents
     provider_arn = recording.one("eks:index:Cluster").outputs["oidcProviderArn"]
     roles = documents(recording)
-    assert len(roles) == 3
+    assert len(roles) == ROLES
     for name, (trust, _) in roles.items():
         (statement,) = trust["Statement"]
         assert statement["Action"] == "sts:AssumeRoleWithWebIdentity" and statement["Principal"] == {"Federated": provider_arn}
@@ -67,7 +76,7 @@ def test_pod_identity_trust_has_no_oidc_and_every_role_has_one_association(stack
     recording = pod_identity(stack)
     assert recording.one("eks:index:Cluster").inputs["createOidcProvider"] is False
     roles = documents(recording)
-    assert len(roles) == 3
+    assert len(roles) == ROLES
     for name, (trust, _) in roles.items():
         (statement,) = trust["Statement"]
         assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
@@ -115,7 +124,7 @@ def test_each_association_binds_a_service_account_the_plan_creates_and_pods_star
     recording = pod_identity(stack)
     creators = service_account_creators(recording)
     associations = recording.of_type(ASSOCIATION)
-    assert len(associations) == 3
+    assert len(associations) == ROLES
     for association in associations:
         key = (association.inputs["namespace"], association.inputs["serviceAccount"])
         assert key in creators, key
