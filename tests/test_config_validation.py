@@ -1,8 +1,6 @@
 """Invalid config stops the program with one message naming every bad key."""
 from __future__ import annotations
 
-import copy
-
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -10,41 +8,10 @@ from hypothesis import strategies as st
 from offline.stacks import PROJECT, load_stack
 from stackconfig import ConfigError, parse_stack_config
 
+from .stackconfig_helpers import edited, parse, problems_for, qualified
+
 BASE = load_stack("qwen3-32b-qwen3-1.7b").project_values()
 LLAMA = load_stack("llama3.1-8b-llama3.2-1b").project_values()
-REGION = "us-east-2"
-
-
-def qualified(values: dict, region: str | None = REGION) -> dict:
-    """Project values as Pulumi hands them to the program: namespaced, with the region."""
-    return {**({"aws:region": region} if region else {}), **{f"{PROJECT}:{k}": v for k, v in values.items()}}
-
-
-def parse(values: dict, stack: str = "test"):
-    return parse_stack_config(PROJECT, stack, qualified(values))
-
-
-def problems_for(values: dict, stack: str = "test") -> dict[str, str]:
-    with pytest.raises(ConfigError) as caught:
-        parse(values, stack)
-    return dict(caught.value.problems)
-
-
-def edited(base: dict, path: str, value) -> dict:
-    """A deep copy of `base` with the dotted/indexed `path` set (None deletes)."""
-    values = copy.deepcopy(base)
-    node = values
-    parts = path.replace("]", "").replace("[", ".").split(".")
-    for part in parts[:-1]:
-        node = node[int(part)] if part.isdigit() else node.setdefault(part, {})
-    last = parts[-1]
-    if value is None:
-        node.pop(int(last) if last.isdigit() else last)
-    elif last.isdigit():
-        node[int(last)] = value
-    else:
-        node[last] = value
-    return values
 
 
 @pytest.mark.parametrize(
