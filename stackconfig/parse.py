@@ -629,9 +629,10 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
                 if value is not None:
                     s.problem(key, "is only allowed on an sd variant")
         if role == "sd":
-            if draft is None and "draft" not in s.raw:
+            # Missing or null: required. Given but refused: s.model/s.integer have said why.
+            if draft is None and s.raw.get("draft") is None:
                 s.problem("draft", "is required on an sd variant")
-            if tokens is None and "numSpeculativeTokens" not in s.raw:
+            if tokens is None and s.raw.get("numSpeculativeTokens") is None:
                 s.problem("numSpeculativeTokens", f"is required on an sd variant ({SPECULATIVE_TOKENS_RANGE[0]}..{SPECULATIVE_TOKENS_RANGE[1]})")
             if draft and target and models[draft].tokenizer_family != models[target].tokenizer_family:
                 s.problem("draft", f"{draft} uses the {models[draft].tokenizer_family} tokenizer but the target {target} uses {models[target].tokenizer_family}; speculative decoding needs a shared tokenizer")

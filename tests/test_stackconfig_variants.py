@@ -196,6 +196,15 @@ def test_variant_rules_name_the_key_and_what_is_allowed(base, edits, problems):
     assert problem_list(with_edits(base, edits)) == problems
 
 
+def test_an_sd_variant_whose_draft_or_token_count_is_null_has_none():
+    """A null value is no value: before this was reported, `draft: null` slipped through and the
+    server was given a speculative config with model None."""
+    sd = {"name": "sd", "role": "sd", "draft": None, "numSpeculativeTokens": None}
+    assert problem_list(with_edits(SMALL, {"variants.1": sd})) == [
+        ("variants[1].draft", "is required on an sd variant"),
+        ("variants[1].numSpeculativeTokens", "is required on an sd variant (1..15)")]
+
+
 def test_two_variants_that_would_compile_into_one_folder():
     path = parse(SMALL).variant("base").artifact_path
     values = with_edits(SMALL, {"variants": [*SMALL["variants"], {"name": "again", "role": "baseline"}], "variants.1.baseline": "base"})
