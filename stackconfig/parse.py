@@ -756,7 +756,7 @@ def _resolve_baselines(variants: list[Variant], problems: list[tuple[str, str]])
         if variant.role == "sd" and baseline is None:
             if len(baselines) == 1:
                 baseline = baselines[0]
-            else:
+            elif baselines:  # none at all is reported above
                 problems.append((f"variants[{index}].baseline", f"is required when there are several baselines: {', '.join(baselines)}"))
         elif baseline is not None and (baseline not in baselines or baseline == variant.name):
             problems.append((f"variants[{index}].baseline", f"{baseline!r} is not another baseline variant; baselines: {', '.join(baselines) or 'none'}"))

@@ -91,6 +91,12 @@ def test_with_several_baselines_each_sd_variant_names_its_own():
         ("variants[3].baseline", "is required when there are several baselines: a, b")]
 
 
+def test_without_any_baseline_sd_variants_are_not_told_there_are_several():
+    sd = SMALL["variants"][1]
+    values = with_edits(SMALL, {"variants": [{**sd, "name": "sd-a"}, {**sd, "name": "sd-b", "numSpeculativeTokens": 3}]})
+    assert problem_list(values) == [("variants", "needs at least one baseline and one sd variant to compare")]
+
+
 QWEN_DRAFT_ON_PLUGIN = ("Qwen/Qwen3-1.7B is a full model, which speculates as 'draft_model' on nxdi-legacy only, not on vllm-neuron "
                         "(Neuron's migration guide: vanilla draft-model speculative decoding is not supported; migrate to an EAGLE3 draft)")
 KNOWN = ("Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-32B, RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3, "
