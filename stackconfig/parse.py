@@ -432,7 +432,8 @@ def _parse_cluster(s: _Section, region: str) -> ClusterSettings:
     for index, zone in enumerate(zones or []):
         if not isinstance(zone, str) or not _AVAILABILITY_ZONE.match(zone) or (region and not zone.startswith(region)):
             s.problem(f"availabilityZones[{index}]", f"{zone!r} is not an availability zone of {region or 'the region'} (e.g. {region or 'us-east-2'}a)")
-    if zones and len(set(zones)) != len(zones):
+    named = [zone for zone in zones or [] if isinstance(zone, str)]  # the others are reported above
+    if len(set(named)) != len(named):
         s.problem("availabilityZones", "lists a zone twice")
     if zones and len(zones) < 2:
         s.problem("availabilityZones", "needs at least two zones: EKS requires subnets in two availability zones")

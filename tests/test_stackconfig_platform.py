@@ -75,6 +75,11 @@ def test_the_zone_count_follows_the_zones_listed():
         ("cluster.availabilityZones[1]", "7 is not an availability zone of us-east-2 (e.g. us-east-2a)"),
         ("cluster.availabilityZones[2]", "'us-west-2b' is not an availability zone of us-east-2 (e.g. us-east-2a)"),
         ("cluster.availabilityZones[3]", "'us-east-2' is not an availability zone of us-east-2 (e.g. us-east-2a)")]),
+    ({"cluster.availabilityZones": [["us-east-2a"], "us-east-2b"]},
+     [("cluster.availabilityZones[0]", "['us-east-2a'] is not an availability zone of us-east-2 (e.g. us-east-2a)")]),
+    ({"cluster.availabilityZones": ["us-east-2a", {"zone": 1}, "us-east-2a"]}, [
+        ("cluster.availabilityZones[1]", "{'zone': 1} is not an availability zone of us-east-2 (e.g. us-east-2a)"),
+        ("cluster.availabilityZones", "lists a zone twice")]),
     ({"cluster.availabilityZones": "us-east-2a"}, [("cluster.availabilityZones", "must be a list, got 'us-east-2a'")]),
     ({"cluster.availabilityZoneCount": 1}, [("cluster.availabilityZoneCount", "1 is outside 2..6")]),
     ({"cluster.availabilityZoneCount": 7}, [("cluster.availabilityZoneCount", "7 is outside 2..6")]),
