@@ -697,7 +697,10 @@ def _check_buckets(key: str, variant: Variant, problems: list[tuple[str, str]]) 
         limits = {"num_seqs_buckets": serving.max_num_seqs, "num_batched_tokens_buckets": variant.max_num_batched_tokens}
     else:
         context = config.get("max_context_length", serving.max_model_len)
-        if isinstance(context, int) and context > serving.max_model_len:
+        if not isinstance(context, int) or isinstance(context, bool):
+            problems.append((f"{key}.neuronConfig.max_context_length", f"must be an integer, got {context!r}"))
+            context = serving.max_model_len
+        elif context > serving.max_model_len:
             problems.append((f"{key}.neuronConfig.max_context_length", f"{context} is above serving.maxModelLen {serving.max_model_len}"))
         limits = {"context_encoding_buckets": context, "token_generation_buckets": serving.max_model_len}
     for name, limit in limits.items():

@@ -269,8 +269,11 @@ def test_an_eagle_head_on_the_legacy_engine_switches_eagle_speculation_on():
                                              "must be a non-empty, strictly ascending list of integers")]),
     ({"context_encoding_buckets": [1, 2.0]}, [("variants[0].neuronConfig.context_encoding_buckets",
                                                "must be a non-empty, strictly ascending list of integers")]),
+    ({"max_context_length": "big", "context_encoding_buckets": [128]},
+     [("variants[0].neuronConfig.max_context_length", "must be an integer, got 'big'")]),
+    ({"max_context_length": True}, [("variants[0].neuronConfig.max_context_length", "must be an integer, got True")]),
 ], ids=["context-too-long", "context-bucket-above-length", "context-bucket-above-context", "generation-bucket-above-length",
-        "descending", "empty", "not-a-list", "repeated", "not-integers"])
+        "descending", "empty", "not-a-list", "repeated", "not-integers", "context-not-an-integer", "context-a-boolean"])
 def test_legacy_bucket_lists_fit_the_lengths_compiled_for(neuron_config, problems):
     assert problem_list(with_edits(SMALL, {"variants.0.neuronConfig": neuron_config})) == problems
 
