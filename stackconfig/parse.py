@@ -222,8 +222,9 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases", "image", "llmperfCommit", "metricsNamespace"}), stack, serving)
     variants = _resolve_baselines(_parse_variants(top, raw.get("variants"), problems, serving, benchmark, models), problems)
     tags = _tags(top)
-    for index, variant in enumerate(variants):
-        _check_buckets(f"variants[{index}]", variant, problems)
+    if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
+        for index, variant in enumerate(variants):
+            _check_buckets(f"variants[{index}]", variant, problems)
     if serving.max_num_batched_tokens and not any(v.engine == "vllm-neuron" for v in variants):
         problems.append(("serving.maxNumBatchedTokens", "only vllm-neuron variants use it; no variant runs on vllm-neuron"))
     gated = sorted({m for v in variants for m in v.gated_models})

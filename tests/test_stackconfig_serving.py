@@ -83,6 +83,10 @@ SEGMENTS = "use a KV segment size: 512, 1024, 2048, 4096, 8192"
     (SMALL, {"serving.image": "Not An Image"}, [("serving.image", "'Not An Image' is not an image reference (registry/repository:tag)")]),
     (SMALL, {"serving.maxNumBatchedTokens": 1024},
      [("serving.maxNumBatchedTokens", "only vllm-neuron variants use it; no variant runs on vllm-neuron")]),
+    (PLUGIN, {"serving.maxNumSeqs": 0}, [("serving.maxNumSeqs", "0 is outside 1..256")]),
+    (PLUGIN, {"serving.maxModelLen": 0}, [("serving.maxModelLen", "0 is outside 128..131072")]),
+    (SMALL, {"serving.maxModelLen": None, "serving.neuronConfig": {"token_generation_buckets": [128]}},
+     [("serving.maxModelLen", "is required (an integer)")]),
     (PLUGIN, {"serving.maxNumBatchedTokens": 127}, [("serving.maxNumBatchedTokens", "127 is outside >= 128")]),
     (PLUGIN, {"serving.maxNumBatchedTokens": 700}, [("serving.maxNumBatchedTokens", "700 is below maxModelLen 1024, so prefill is "
                                                      "segmented and the budget must be a KV segment size: 512, 1024, 2048, 4096, 8192")]),
