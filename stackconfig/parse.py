@@ -202,8 +202,9 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     for problem in name_problems(stack):
         problems.append(("stack name", problem))
     top = _Section("", raw, problems, PLATFORM_KEYS if kind == "platform" else PAIRING_KEYS)
+    tags = _tags(top)
     if kind == "platform":
-        platform = _parse_platform(top, project, stack, region, raw)
+        platform = _parse_platform(top, project, stack, region, raw, tags)
         _raise_if(stack, problems)
         return platform
     reference = top.string("platform", None, pattern=_PLATFORM_REFERENCE, hint="<organization>/<project>/<stack>")
@@ -213,7 +214,7 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
             if key in raw:
                 top.problem(key, f"belongs to the platform stack {reference}; set it there")
     else:
-        platform = _parse_platform(top, project, stack, region, raw)
+        platform = _parse_platform(top, project, stack, region, raw, tags)
     capacity = _parse_capacity(_Section("capacity", raw.get("capacity"), problems, CAPACITY_KEYS))
     if platform is not None:
         _check_against_platform(top, region, capacity, platform, reference)
@@ -221,7 +222,6 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     serving = _parse_serving(_Section("serving", raw.get("serving"), problems, SERVING_KEYS), capacity, models)
     benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases", "image", "llmperfCommit", "metricsNamespace"}), stack, serving)
     variants = _resolve_baselines(_parse_variants(top, raw.get("variants"), problems, serving, benchmark, models), problems)
-    tags = _tags(top)
     if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
         for index, variant in enumerate(variants):
             _check_buckets(f"variants[{index}]", variant, problems)
@@ -328,7 +328,8 @@ def _tag_problem(key: Any, value: Any) -> str | None:
     return None
 
 
-def _parse_platform(top: _Section, project: str, stack: str, region: str, raw: Mapping[str, Any]) -> PlatformSpec:
+def _parse_platform(top: _Section, project: str, stack: str, region: str, raw: Mapping[str, Any],
+                    tags: dict[str, str]) -> PlatformSpec:
     """The platform part of a stack's own config (a platform stack, or a standalone pairing)."""
     problems = top.problems
     capacity = _Section("capacity", raw.get("capacity"), [], CAPACITY_KEYS)  # checked in full by the pairing
@@ -342,7 +343,7 @@ def _parse_platform(top: _Section, project: str, stack: str, region: str, raw: M
         cluster=_parse_cluster(_Section("cluster", raw.get("cluster"), problems, CLUSTER_KEYS), region),
         instance_type=capacity.string("instanceType", "trn2.48xlarge", choices=tuple(INSTANCE_SHAPES)) or "trn2.48xlarge",
         retain_model_store=model_store.boolean("retainOnDestroy", False),
-        tags=_tags(top),
+        tags=tags,
     )
 
 
