@@ -690,30 +690,27 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
 
 
 def _check_buckets(key: str, variant: Variant, problems: list[tuple[str, str]]) -> None:
-    """Bucket lists given in a neuron config must fit the limits the engine compiles for:
-    vllm-neuron's largest buckets equal max_num_seqs and max_num_batched_tokens (Neuron 2.32
-    reference-configuration.md); NxDI's context buckets end at max_context_length or below and
-    its token-generation buckets at the sequence length (NeuronConfig asserts both)."""
+    """Bucket lists given in an NxDI neuron config must fit the lengths it compiles for: context
+    buckets end at max_context_length or below, token-generation buckets at the sequence length
+    (NeuronConfig asserts both). vllm-neuron's lists, whose largest bucket must equal
+    max_num_seqs and max_num_batched_tokens (Neuron 2.32 reference-configuration.md), are the
+    program's own (Variant.neuron_config; _neuron_config refuses them in config) and end there."""
+    if variant.engine != "nxdi-legacy":
+        return
     config, serving = variant.neuron_config, variant.serving
-    if variant.engine == "vllm-neuron":
-        limits = {"num_seqs_buckets": serving.max_num_seqs, "num_batched_tokens_buckets": variant.max_num_batched_tokens}
-    else:
-        context = config.get("max_context_length", serving.max_model_len)
-        if not isinstance(context, int) or isinstance(context, bool):
-            problems.append((f"{key}.neuronConfig.max_context_length", f"must be an integer, got {context!r}"))
-            context = serving.max_model_len
-        elif context > serving.max_model_len:
-            problems.append((f"{key}.neuronConfig.max_context_length", f"{context} is above serving.maxModelLen {serving.max_model_len}"))
-        limits = {"context_encoding_buckets": context, "token_generation_buckets": serving.max_model_len}
-    for name, limit in limits.items():
+    context = config.get("max_context_length", serving.max_model_len)
+    if not isinstance(context, int) or isinstance(context, bool):
+        problems.append((f"{key}.neuronConfig.max_context_length", f"must be an integer, got {context!r}"))
+        context = serving.max_model_len
+    elif context > serving.max_model_len:
+        problems.append((f"{key}.neuronConfig.max_context_length", f"{context} is above serving.maxModelLen {serving.max_model_len}"))
+    for name, limit in (("context_encoding_buckets", context), ("token_generation_buckets", serving.max_model_len)):
         buckets = config.get(name)
         if buckets is None:
             continue
         if not isinstance(buckets, list) or not buckets or not all(isinstance(b, int) for b in buckets) or buckets != sorted(set(buckets)):
             problems.append((f"{key}.neuronConfig.{name}", "must be a non-empty, strictly ascending list of integers"))
-        elif variant.engine == "vllm-neuron" and buckets[-1] != limit:
-            problems.append((f"{key}.neuronConfig.{name}", f"the largest bucket must equal {limit}, got {buckets[-1]}"))
-        elif variant.engine == "nxdi-legacy" and buckets[-1] > limit:
+        elif buckets[-1] > limit:
             problems.append((f"{key}.neuronConfig.{name}", f"the largest bucket {buckets[-1]} is above {limit}"))
 
 

@@ -286,3 +286,17 @@ def test_legacy_bucket_lists_fit_the_lengths_compiled_for(neuron_config, problem
 def test_legacy_bucket_lists_up_to_their_limits_are_accepted(neuron_config):
     base = parse(with_edits(SMALL, {"variants.0.neuronConfig": neuron_config})).variant("base")
     assert base.neuron_config_extra == neuron_config
+
+
+@pytest.mark.parametrize("seqs, length, batched, seq_buckets, token_buckets", [
+    (6, 1000, None, [1, 2, 4, 6], [128, 256, 512, 1000]),
+    (1, 32768, None, [1], [128, 256, 512, 1024, 2048, 4096, 8192]),
+    (256, 2048, 512, [1, 2, 4, 8, 16, 32, 64, 128, 256], [128, 256, 512]),
+])
+def test_the_plugins_bucket_lists_end_at_the_limits_they_are_derived_from(seqs, length, batched, seq_buckets, token_buckets):
+    """The plugin requires the largest buckets to equal max_num_seqs and max_num_batched_tokens; the
+    program builds both lists (a stack cannot set them), so this is where that rule is kept."""
+    edits = {"serving.maxNumSeqs": seqs, "serving.maxModelLen": length, **({"serving.maxNumBatchedTokens": batched} if batched else {})}
+    for variant in parse(with_edits(PLUGIN, edits)).variants:
+        assert variant.neuron_config["num_seqs_buckets"] == seq_buckets
+        assert variant.neuron_config["num_batched_tokens_buckets"] == token_buckets
