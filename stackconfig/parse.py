@@ -196,9 +196,8 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     problems: list[tuple[str, str]] = []
     raw, region = _split_namespaces(project, config, problems)
     kind = raw.get("stackKind", "pairing")
-    if kind not in STACK_KINDS:
+    if kind not in STACK_KINDS:  # then read as a pairing: only "platform" selects the platform path
         problems.append(("stackKind", f"{kind!r} is not one of {', '.join(STACK_KINDS)}"))
-        kind = "pairing"
     for problem in name_problems(stack):
         problems.append(("stack name", problem))
     top = _Section("", raw, problems, PLATFORM_KEYS if kind == "platform" else PAIRING_KEYS)
