@@ -1,0 +1,129 @@
+"""Models: the catalog, models a stack declares under `models`, and which of a stack's models are
+gated (they need the Hugging Face token, even when the rest of the config is broken)."""
+from __future__ import annotations
+
+import pytest
+
+from offline.stacks import PROJECT
+from stackconfig.catalog import ModelInfo
+from stackconfig.parse import gated_models
+
+from .stackconfig_helpers import PLUGIN, SMALL, parse, problem_list, with_edits
+
+HEAD = {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5, "kind": "eagle3-head", "draftFor": ["Qwen/Qwen3-32B"]}
+
+
+def test_a_declared_model_is_served_with_the_facts_given():
+    model = {"tokenizerFamily": "qwen3.5_x-y", "gated": True, "paramsBillion": 2000, "checkpointDtype": "fp8", "kind": "model"}
+    values = with_edits(SMALL, {"models": {"example/Big-FP8": model}, "variants.0.target": "example/Big-FP8",
+                                "variants.0.quantization": "fp8", "variants.0.weightsPath": "fp8/big", "huggingFaceToken": "hf_x"})
+    base = parse(values).variant("base")
+    assert base.target_info == ModelInfo("qwen3.5_x-y", gated=True, params_billion=2000, checkpoint_dtype="fp8", kind="model",
+                                         draft_for=())
+    assert base.gated_models == ("example/Big-FP8",)
+
+
+def test_a_declared_head_has_defaults_and_its_targets():
+    spec = parse(with_edits(PLUGIN, {"models": {"example/Qwen3-32B-head": {**HEAD, "paramsBillion": 1}},
+                                     "variants.1.draft": "example/Qwen3-32B-head"}))
+    assert spec.variant("sd").draft_info == ModelInfo("qwen3", gated=False, params_billion=1, checkpoint_dtype="bf16",
+                                                      kind="eagle3-head", draft_for=("Qwen/Qwen3-32B",))
+    assert spec.variant("sd").speculation_method == "eagle3"
+
+
+def test_a_declared_plain_model_is_a_full_model_by_default():
+    model = {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.1}
+    sd = parse(with_edits(SMALL, {"models": {"example/Tiny": model}, "variants.1.draft": "example/Tiny"})).variant("sd")
+    assert (sd.draft_info.kind, sd.draft_info.draft_for, sd.speculation_method) == ("model", (), "draft_model")
+
+
+def test_declared_heads_may_speculate_for_each_other():
+    models = {"example/A": {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 30},
+              "example/A-head": {**HEAD, "draftFor": ["example/A"]}}
+    values = with_edits(PLUGIN, {"models": models, "serving.target": "example/A", "variants.1.draft": "example/A-head"})
+    assert parse(values).variant("sd").draft == "example/A-head"
+
+
+MODEL_KEYS = "['checkpointDtype', 'draftFor', 'gated', 'kind', 'paramsBillion', 'tokenizerFamily']"
+REQUIRED = [("models.a/b.tokenizerFamily", "is required (a string)"), ("models.a/b.gated", "is required (true or false)"),
+            ("models.a/b.paramsBillion", "is required (a number of billions)")]
+
+
+@pytest.mark.parametrize("models, problems", [
+    ("x", [("models", "must be an object, got 'x'")]),
+    ({"no-slash": {}, "Qwen/Qwen3-32B": {}, 7: {}}, [
+        ("models.no-slash", "model ids look like <organization>/<name> (a Hugging Face repository)"),
+        ("models.Qwen/Qwen3-32B", "is already in the catalog (stackconfig/catalog.py); remove it here"),
+        ("models.7", "model ids look like <organization>/<name> (a Hugging Face repository)")]),
+    ({"a/b": "x"}, [("models.a/b", f"must be an object with keys {MODEL_KEYS}, got str"), *REQUIRED]),
+    ({"a/b": {}}, REQUIRED),
+    ({"a/b": {"tokenizerFamily": "Llama 3", "gated": "no", "paramsBillion": 0, "kind": "lora", "checkpointDtype": "int8", "size": 1}}, [
+        ("models.a/b.size", "unknown key; allowed: checkpointDtype, draftFor, gated, kind, paramsBillion, tokenizerFamily"),
+        ("models.a/b.kind", "'lora' is not one of model, eagle-head, eagle3-head, dflash-head"),
+        ("models.a/b.tokenizerFamily", "'Llama 3' is not valid: e.g. llama3"),
+        ("models.a/b.gated", "must be true or false, got 'no'"),
+        ("models.a/b.paramsBillion", "0 is outside 0..2000"),
+        ("models.a/b.checkpointDtype", "'int8' is not one of bf16, fp8")]),
+    ({"a/b": {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 2001, "draftFor": ["Qwen/Qwen3-32B"]}}, [
+        ("models.a/b.draftFor", "lists the targets a draft head was trained for; full models have none"),
+        ("models.a/b.paramsBillion", "2001 is outside 0..2000")]),
+    ({"a/b": {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": "big", "kind": "eagle-head"}}, [
+        ("models.a/b.draftFor", "lists the targets a draft head was trained for; full models have none"),
+        ("models.a/b.paramsBillion", "must be a number of billions, got 'big'")]),
+    ({"a/b": {**HEAD, "paramsBillion": True}}, [("models.a/b.paramsBillion", "must be a number of billions, got True")]),
+    ({"a/b": {**HEAD, "draftFor": ["x/y", "Qwen/Qwen3-32B"]}}, [("models.a/b.draftFor", "'x/y' is not a known model")]),
+    ({"a/b": {**HEAD, "draftFor": "Qwen/Qwen3-32B"}}, [
+        ("models.a/b.draftFor", "must be a list, got 'Qwen/Qwen3-32B'"),
+        ("models.a/b.draftFor", "lists the targets a draft head was trained for; full models have none")]),
+], ids=["not-an-object", "bad-ids", "model-not-an-object", "nothing-given", "bad-values", "model-with-targets-too-big",
+        "head-without-targets", "boolean-size", "unknown-target", "targets-not-a-list"])
+def test_declared_model_rules(models, problems):
+    assert problem_list(with_edits(SMALL, {"models": models})) == problems
+
+
+def test_a_declared_model_with_bad_facts_still_takes_part_in_the_checks():
+    """Parsing goes on past a bad fact: the draft's tokenizer is unknown (''), its dtype bf16."""
+    draft = {"tokenizerFamily": "Qwen 3", "gated": False, "paramsBillion": 1}
+    target = {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 30, "checkpointDtype": "int4"}
+    values = with_edits(SMALL, {"models": {"example/Draft": draft, "example/Target": target}, "variants.1.draft": "example/Draft",
+                                "variants.1.target": "example/Target", "variants.1.quantization": "fp8", "variants.1.weightsPath": "w"})
+    assert problem_list(values) == [
+        ("models.example/Draft.tokenizerFamily", "'Qwen 3' is not valid: e.g. llama3"),
+        ("models.example/Target.checkpointDtype", "'int4' is not one of bf16, fp8"),
+        ("variants[1].draft", "example/Draft uses the  tokenizer but the target example/Target uses qwen3; speculative decoding "
+                              "needs a shared tokenizer"),
+        ("variants[1].quantization", "fp8 needs an FP8 checkpoint as target; example/Target is bf16")]
+
+
+GATED = "meta-llama/Llama-3.1-8B"
+
+
+@pytest.mark.parametrize("config, gated", [
+    ({}, []),
+    ({f"{PROJECT}:serving": {"target": GATED}}, [GATED]),
+    ({f"{PROJECT}:serving": GATED}, []),
+    ({f"{PROJECT}:serving": {"target": [GATED]}}, []),
+    ({f"{PROJECT}:variants": [{"target": GATED, "draft": "meta-llama/Llama-3.2-1B"}, "x", {"draft": "Qwen/Qwen3-1.7B"}]},
+     [GATED, "meta-llama/Llama-3.2-1B"]),
+    ({f"{PROJECT}:variants": {"target": GATED}}, []),
+    ({f"{PROJECT}:models": {"a/b": {"gated": True}, "c/d": {"gated": "yes"}, "e/f": "x"},
+      f"{PROJECT}:variants": [{"target": "a/b", "draft": "c/d"}, {"target": "e/f"}], f"{PROJECT}:serving": {"target": "a/b"}}, ["a/b"]),
+    ({f"{PROJECT}:models": "x", f"{PROJECT}:serving": {"target": GATED}}, [GATED]),
+    ({"other:serving": {"target": GATED}}, []),
+    ({f"{PROJECT}:x:serving": {"target": GATED}}, []),
+], ids=["nothing", "serving-target", "serving-not-an-object", "target-not-a-string", "variants", "variants-not-a-list",
+        "declared", "declared-not-an-object", "other-project", "nested-key"])
+def test_the_gated_models_a_config_names_whatever_else_is_wrong(config, gated):
+    assert gated_models(PROJECT, config) == gated
+
+
+LLAMA = with_edits(SMALL, {"serving.target": GATED, "serving.devicesPerVariant": 1, "variants.1.draft": "meta-llama/Llama-3.2-1B"})
+
+
+def test_gated_models_need_the_token():
+    assert problem_list(LLAMA) == problem_list(with_edits(LLAMA, {"huggingFaceToken": ""})) == [
+        ("huggingFaceToken", "is required for the gated model(s) meta-llama/Llama-3.1-8B, meta-llama/Llama-3.2-1B: "
+                             "pulumi config set --secret huggingFaceToken hf_...")]
+    spec = parse(with_edits(LLAMA, {"huggingFaceToken": "hf_x"}))
+    assert spec.requires_hugging_face_token and spec.variant("sd").gated_models == (GATED, "meta-llama/Llama-3.2-1B")
+    assert not parse(SMALL).requires_hugging_face_token
