@@ -281,6 +281,9 @@ def _declared_models(top: _Section) -> dict[str, ModelInfo]:
             continue
         kind = s.string("kind", "model", choices=MODEL_KINDS) or "model"
         draft_for = s.listing("draftFor", [])
+        for index, target in enumerate(draft_for or []):
+            if not isinstance(target, str):
+                s.problem(f"draftFor[{index}]", f"{target!r} is not a model id")
         if (kind == "model") == bool(draft_for):
             s.problem("draftFor", "lists the targets a draft head was trained for; full models have none")
         models[model_id] = ModelInfo(

@@ -75,8 +75,10 @@ REQUIRED = [("models.a/b.tokenizerFamily", "is required (a string)"), ("models.a
     ({"a/b": {**HEAD, "draftFor": "Qwen/Qwen3-32B"}}, [
         ("models.a/b.draftFor", "must be a list, got 'Qwen/Qwen3-32B'"),
         ("models.a/b.draftFor", "lists the targets a draft head was trained for; full models have none")]),
+    ({"a/b": {**HEAD, "draftFor": [5, ["Qwen/Qwen3-32B"]]}}, [("models.a/b.draftFor[0]", "5 is not a model id"),
+                                                           ("models.a/b.draftFor[1]", "['Qwen/Qwen3-32B'] is not a model id")]),
 ], ids=["not-an-object", "bad-ids", "model-not-an-object", "nothing-given", "bad-values", "model-with-targets-too-big",
-        "head-without-targets", "boolean-size", "unknown-target", "targets-not-a-list"])
+        "head-without-targets", "boolean-size", "unknown-target", "targets-not-a-list", "targets-not-ids"])
 def test_declared_model_rules(models, problems):
     assert problem_list(with_edits(SMALL, {"models": models})) == problems
 
