@@ -592,7 +592,7 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
     concurrency = s.integer("concurrency", 1, low=1)
     if concurrency and serving.max_num_seqs and concurrency > serving.max_num_seqs:
         s.problem("concurrency", f"{concurrency} exceeds serving.maxNumSeqs {serving.max_num_seqs}; extra requests would queue and skew latency")
-    namespace = s.string("metricsNamespace", f"LLMPerf/{stack_slug(stack)}", pattern=re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-]{1,255}$"), hint="CloudWatch namespaces must not start with AWS/")
+    namespace = s.string("metricsNamespace", f"LLMPerf/{stack_slug(stack)}", pattern=re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-]{1,255}$"), hint="a CloudWatch namespace: 1 to 255 letters, digits and . _ / # : -, not starting with AWS/")
     return BenchmarkSettings(
         input_tokens=input_tokens or 0,
         output_tokens=output_tokens or 0,
