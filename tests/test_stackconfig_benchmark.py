@@ -1,0 +1,96 @@
+"""benchmark: what LLMPerf runs against every variant. Defaults, limits on both sides, and the
+limits of where the values end up (dashboard widgets, the ConfigMap, CloudWatch namespaces)."""
+from __future__ import annotations
+
+import pytest
+
+from stackconfig.catalog import DEFAULT_TEST_CASES
+from stackconfig.model import BenchmarkSettings
+from stackconfig.parse import DEFAULT_BENCHMARK_IMAGE, LLMPERF_COMMIT
+
+from .stackconfig_helpers import SMALL, parse, problem_list, with_edits
+
+
+def test_benchmark_defaults():
+    benchmark = parse(SMALL).benchmark
+    assert benchmark == BenchmarkSettings(input_tokens=32, output_tokens=64, concurrency=1, requests_per_test_case=10,
+                                          request_timeout_s=3600, test_cases=DEFAULT_TEST_CASES, image=DEFAULT_BENCHMARK_IMAGE,
+                                          llmperf_commit=LLMPERF_COMMIT, metrics_namespace="LLMPerf/test")
+    assert benchmark.test_cases is not DEFAULT_TEST_CASES
+
+
+def test_the_default_metrics_namespace_uses_the_stack_slug():
+    assert parse(SMALL, stack="qwen3-1.7b").benchmark.metrics_namespace == "LLMPerf/qwen3-1-7b-c7b98a"
+
+
+def test_every_benchmark_setting_lands_in_the_spec():
+    benchmark = parse(with_edits(SMALL, {"benchmark": {
+        "inputTokens": 1, "outputTokens": 2, "concurrency": 4, "requestsPerTestCase": 1000, "requestTimeoutSeconds": 60,
+        "testCases": {"sonnets": None, "a-b": "x"}, "image": "example.com/python@sha256:" + "a" * 64,
+        "llmperfCommit": "0123456789abcdef0123456789abcdef01234567", "metricsNamespace": "My/Bench.mark_#:-" + "n" * 238}})).benchmark
+    assert benchmark == BenchmarkSettings(
+        input_tokens=1, output_tokens=2, concurrency=4, requests_per_test_case=1000, request_timeout_s=60,
+        test_cases={"sonnets": None, "a-b": "x"}, image="example.com/python@sha256:" + "a" * 64,
+        llmperf_commit="0123456789abcdef0123456789abcdef01234567", metrics_namespace="My/Bench.mark_#:-" + "n" * 238)
+
+
+@pytest.mark.parametrize("edits", [
+    {"benchmark.requestsPerTestCase": 1, "benchmark.llmperfCommit": "abcdef0"},
+    {"benchmark.outputTokens": 992},                                   # inputTokens + outputTokens = maxModelLen
+    {"benchmark.testCases": {f"case-{i}": "x" for i in range(124)}},     # 1 + 4 x 124 = 497 widgets
+    {"benchmark.testCases": {"e": "é" * 262144}},                      # 524288 bytes, 262144 characters
+    {"benchmark.metricsNamespace": "aws/lowercase"},
+], ids=["lowest", "longest-sequence", "most-test-cases", "largest-prompts", "aws-lowercase"])
+def test_benchmark_values_at_the_limits_are_accepted(edits):
+    parse(with_edits(SMALL, edits))
+
+
+NAMESPACE = "is not valid: a CloudWatch namespace: 1 to 255 letters, digits and . _ / # : -, not starting with AWS/"
+BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'metricsNamespace', 'outputTokens', "
+                  "'requestTimeoutSeconds', 'requestsPerTestCase', 'testCases']")
+
+
+@pytest.mark.parametrize("edits, problems", [
+    ({"benchmark.testCases": {}}, [("benchmark.testCases", "needs at least one test case")]),
+    ({"benchmark.testCases": "x"}, [("benchmark.testCases", "must be an object, got 'x'")]),
+    ({"benchmark.testCases": {"Not A Label": "x", "ok": "", "ok2": 5, "ok3": None, "ok4": "  ", 7: "x", "a" * 33: "x"}}, [
+        ("benchmark.testCases.Not A Label", "test case names must be lowercase DNS labels (they become the TestCase dimension)"),
+        ("benchmark.testCases.ok", "prompt must be a non-empty string, or null for LLMPerf's own sonnets"),
+        ("benchmark.testCases.ok2", "prompt must be a non-empty string, or null for LLMPerf's own sonnets"),
+        ("benchmark.testCases.ok4", "prompt must be a non-empty string, or null for LLMPerf's own sonnets"),
+        ("benchmark.testCases.7", "test case names must be lowercase DNS labels (they become the TestCase dimension)"),
+        ("benchmark.testCases." + "a" * 33, "test case names must be lowercase DNS labels (they become the TestCase dimension)")]),
+    ({"benchmark.testCases": {f"c{i}": "x" for i in range(125)}},
+     [("benchmark.testCases", "125 test cases need 501 dashboard widgets; CloudWatch allows 500 (at most 124 test cases)")]),
+    ({"benchmark.testCases": {"e": "é" * 262145}},
+     [("benchmark.testCases", "prompts total 524290 bytes; the benchmark's ConfigMap (1 MiB at most) leaves 524288 for them")]),
+    ({"benchmark.inputTokens": 0}, [("benchmark.inputTokens", "0 is outside >= 1")]),
+    ({"benchmark.inputTokens": None}, [("benchmark.inputTokens", "is required (an integer)")]),
+    ({"benchmark.outputTokens": 1}, [("benchmark.outputTokens", "1 is outside >= 2")]),
+    ({"benchmark.outputTokens": 993}, [("benchmark.outputTokens", "inputTokens + outputTokens = 1025 exceeds serving.maxModelLen 1024")]),
+    ({"benchmark.concurrency": 5}, [("benchmark.concurrency", "5 exceeds serving.maxNumSeqs 4; extra requests would queue and skew latency")]),
+    ({"benchmark.concurrency": 0}, [("benchmark.concurrency", "0 is outside >= 1")]),
+    ({"benchmark.requestsPerTestCase": 0}, [("benchmark.requestsPerTestCase", "0 is outside 1..1000")]),
+    ({"benchmark.requestsPerTestCase": 1001}, [("benchmark.requestsPerTestCase", "1001 is outside 1..1000")]),
+    ({"benchmark.requestTimeoutSeconds": 59}, [("benchmark.requestTimeoutSeconds", "59 is outside >= 60")]),
+    ({"benchmark.image": "python:latest"},
+     [("benchmark.image", "'python:latest' is not pinned: give a version tag (not latest) or a @sha256 digest")]),
+    ({"benchmark.llmperfCommit": "ABCDEF0"}, [("benchmark.llmperfCommit", "'ABCDEF0' is not valid: a git commit sha")]),
+    ({"benchmark.llmperfCommit": "a" * 41}, [("benchmark.llmperfCommit", f"'{'a' * 41}' is not valid: a git commit sha")]),
+    ({"benchmark.metricsNamespace": "AWS/Mine"}, [("benchmark.metricsNamespace", f"'AWS/Mine' {NAMESPACE}")]),
+    ({"benchmark.metricsNamespace": ""}, [("benchmark.metricsNamespace", f"'' {NAMESPACE}")]),
+    ({"benchmark.metricsNamespace": "n" * 256}, [("benchmark.metricsNamespace", f"'{'n' * 256}' {NAMESPACE}")]),
+    ({"benchmark.metricsNamespace": "a b"}, [("benchmark.metricsNamespace", f"'a b' {NAMESPACE}")]),
+    ({"benchmark": "x"}, [("benchmark", f"must be an object with keys {BENCHMARK_KEYS}, got str"),
+                          ("benchmark.inputTokens", "is required (an integer)"), ("benchmark.outputTokens", "is required (an integer)")]),
+    ({"benchmark.warmup": 1}, [("benchmark.warmup", "unknown key; allowed: concurrency, image, inputTokens, llmperfCommit, "
+                                                    "metricsNamespace, outputTokens, requestTimeoutSeconds, requestsPerTestCase, testCases")]),
+    # Parsing goes on with what is valid: a refused length counts as 0 in the draft's window.
+    ({"benchmark.inputTokens": 200, "benchmark.outputTokens": 1, "variants.1.draftMaxModelLen": 205}, [
+        ("benchmark.outputTokens", "1 is outside >= 2"),
+        ("variants[1].draftMaxModelLen", "205 is smaller than the longest benchmark sequence plus the speculation window (207)")]),
+    ({"benchmark.inputTokens": 0, "benchmark.outputTokens": 600, "variants.1.draftMaxModelLen": 128},
+     [("benchmark.inputTokens", "0 is outside >= 1")]),
+], ids=lambda value: "" if isinstance(value, list) else "-".join(f"{k}={v}" for k, v in value.items())[:60])
+def test_benchmark_rules_name_the_key_and_what_is_allowed(edits, problems):
+    assert problem_list(with_edits(SMALL, edits)) == problems
