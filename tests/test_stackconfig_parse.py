@@ -40,3 +40,79 @@ def test_each_bad_tag_is_reported_once(stack_kind):
 
 def test_tags_must_be_an_object():
     assert problem_list(with_edits(SMALL, {"tags": ["a"]})) == [("tags", "must be an object, got ['a']")]
+
+
+READS = "this program reads sd-trn2:<key> and aws:region"
+
+
+def test_other_providers_namespaces_pass_and_others_are_named():
+    config = {**qualified(SMALL), "aws:profile": "lab", "pulumi:template": "x"}
+    assert parse_stack_config(PROJECT, "test", config).region == "us-east-2"
+    config = {**qualified(SMALL), "serving": 1, "sdtrn:x": 1, 5: 1, "aws:": 1}
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(PROJECT, "test", config)
+    problems = caught.value.problems
+    assert problems[:3] == [
+        ("serving", f"unknown config namespace 'serving'; {READS}"),
+        ("sdtrn:x", f"unknown config namespace 'sdtrn' (did you mean sd-trn2:x?); {READS}"),
+        ("5", f"unknown config namespace '5'; {READS}")]
+    assert [key for key, _ in problems[3:]] == ["aws:"] and problems[3][1].startswith("unknown config namespace 'aws'")
+
+
+@pytest.mark.parametrize("region", ["us-west-9", 12, ["us-east-2"]])
+def test_the_region_is_one_where_eks_runs(region):
+    from stackconfig.catalog import known_regions
+
+    assert problem_list(SMALL, region=region) == [
+        ("aws:region", f"{region!r} is not an AWS region with EKS; known: {', '.join(known_regions())}")]
+
+
+def test_a_pairing_spec_carries_its_names():
+    spec = parse(SMALL, stack="qwen3-1.7b")
+    assert isinstance(spec, StackSpec)
+    assert (spec.project, spec.stack, spec.region, spec.platform_reference) == (PROJECT, "qwen3-1.7b", "us-east-2", None)
+    assert (spec.name, spec.namespace, spec.cluster_name) == ("qwen3-1-7b-c7b98a", "sd-qwen3-1-7b-c7b98a", "sd-qwen3-1-7b-c7b98a")
+    assert spec.variants == tuple(spec.variants) and len(spec.variants) == 2
+    assert parse({**SMALL, "stackKind": "pairing"}).stack == "test"
+
+
+def test_a_stack_name_too_long_for_its_names():
+    assert problem_list(SMALL, stack="x" * 61) == [
+        ("stack name", "derives 'sd-" + "x" * 61 + "' (64 characters) but Kubernetes namespaces and label values allow 63; "
+                       "rename the stack (`pulumi stack rename`) to at most 60 characters")]
+
+
+PAIRING_KEYS = "benchmark, capacity, cluster, huggingFaceToken, modelStore, models, platform, serving, stackKind, tags, variants"
+SERVING_KEYS = ("devicesPerVariant, engine, environment, image, logicalNeuronCores, maxModelLen, maxNumBatchedTokens, maxNumSeqs, "
+                "neuronConfig, nodeCachePath, target, tensorParallelSize")
+
+
+@pytest.mark.parametrize("values, problems", [
+    ({**SMALL, "servng": {}}, [("servng", f"unknown key; allowed: {PAIRING_KEYS}")]),
+    (with_edits(SMALL, {"serving.zz": 3, "serving.1": 2}), [("serving.1", f"unknown key; allowed: {SERVING_KEYS}"),
+                                                         ("serving.zz", f"unknown key; allowed: {SERVING_KEYS}")]),
+    ({**SMALL, "serving": {**SMALL["serving"], 1: 2, "a": 3}}, [("serving.1", f"unknown key; allowed: {SERVING_KEYS}"),
+                                                                ("serving.a", f"unknown key; allowed: {SERVING_KEYS}")]),
+    ({**SMALL, "stackKind": ["platform"]}, [("stackKind", "['platform'] is not one of pairing, platform")]),
+    ({**SMALL, "platform": 5}, [("platform", "must be a string, got 5")]),
+    (with_edits(SMALL, {"modelStore.retainOnDestroy": 1}), [("modelStore.retainOnDestroy", "must be true or false, got 1")]),
+    (with_edits(SMALL, {"serving.maxNumSeqs": 4.0}), [("serving.maxNumSeqs", "must be an integer, got 4.0")]),
+], ids=["unknown-top-level-key", "unknown-keys-sorted", "non-string-keys", "kind-not-a-string", "reference-not-a-string",
+        "integer-for-boolean", "float-for-integer"])
+def test_each_object_is_read_by_its_own_rules(values, problems):
+    assert problem_list(values) == problems
+
+
+def test_null_is_the_default_where_there_is_one():
+    values = {**SMALL, "cluster": None, "capacity": None, "tags": None, "models": None, "modelStore": None,
+              "serving": {**SMALL["serving"], "logicalNeuronCores": None},
+              "benchmark": {**SMALL["benchmark"], "concurrency": None}}
+    spec = parse(values)
+    assert (spec.serving.logical_neuron_cores, spec.benchmark.concurrency, spec.tags) == (2, 1, {})
+
+
+def test_the_error_lists_every_problem_under_the_stack_name():
+    error = ConfigError("demo", [("a.b", "is wrong"), ("c", "is missing")])
+    assert str(error) == "Stack 'demo' has 2 configuration problem(s):\n  - a.b: is wrong\n  - c: is missing"
+    assert (error.stack, error.problems) == ("demo", [("a.b", "is wrong"), ("c", "is missing")])
+    assert isinstance(error, ValueError)

@@ -146,3 +146,25 @@ def test_a_variants_image(serving_image, variant_engine, variant_image, expected
     if serving_image:
         values = with_edits(values, {"serving.image": serving_image})
     assert parse(values).variant("other").image == expected
+
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+
+@pytest.mark.parametrize("image", [
+    "registry.example.com:5000/team/vllm:1.0", f"vllm@{DIGEST}", f"vllm:latest@{DIGEST}", "public.ecr.aws/a/b:Tag_1.2-x",
+])
+def test_pinned_images_are_accepted(image):
+    assert parse(with_edits(SMALL, {"serving.image": image})).serving.image == image
+
+
+@pytest.mark.parametrize("image, message", [
+    ("vllm", "is not pinned: give a version tag (not latest) or a @sha256 digest"),
+    ("registry:5000/vllm", "is not pinned: give a version tag (not latest) or a @sha256 digest"),
+    ("vllm:latest", "is not pinned: give a version tag (not latest) or a @sha256 digest"),
+    ("Vllm:1.0", "is not an image reference (registry/repository:tag)"),
+    ("vllm@sha256:abc", "is not an image reference (registry/repository:tag)"),
+    ("vllm:-1", "is not an image reference (registry/repository:tag)"),
+])
+def test_moving_or_malformed_images_are_refused(image, message):
+    assert problem_list(with_edits(SMALL, {"serving.image": image})) == [("serving.image", f"{image!r} {message}")]
