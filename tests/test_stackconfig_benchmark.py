@@ -8,7 +8,7 @@ from stackconfig.catalog import DEFAULT_TEST_CASES
 from stackconfig.model import BenchmarkSettings
 from stackconfig.parse import DEFAULT_BENCHMARK_IMAGE, LLMPERF_COMMIT
 
-from .stackconfig_helpers import SMALL, parse, problem_list, with_edits
+from .stackconfig_helpers import SMALL, edits_id, parse, problem_list, with_edits
 
 
 def test_benchmark_defaults():
@@ -91,6 +91,6 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'met
         ("variants[1].draftMaxModelLen", "205 is smaller than the longest benchmark sequence plus the speculation window (207)")]),
     ({"benchmark.inputTokens": 0, "benchmark.outputTokens": 600, "variants.1.draftMaxModelLen": 128},
      [("benchmark.inputTokens", "0 is outside >= 1")]),
-], ids=lambda value: "" if isinstance(value, list) else "-".join(f"{k}={v}" for k, v in value.items())[:60])
+], ids=edits_id)
 def test_benchmark_rules_name_the_key_and_what_is_allowed(edits, problems):
     assert problem_list(with_edits(SMALL, edits)) == problems

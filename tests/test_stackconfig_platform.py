@@ -9,7 +9,7 @@ from offline.stacks import PROJECT
 from stackconfig import ConfigError, PlatformSpec, parse_stack_config
 from stackconfig.model import CapacitySettings, ClusterSettings
 
-from .stackconfig_helpers import SMALL, parse, problem_list, qualified, with_edits
+from .stackconfig_helpers import SMALL, edits_id, parse, problem_list, qualified, with_edits
 
 DEFAULT_CLUSTER = ClusterSettings(kubernetes_version="1.34", system_node_instance_type="m7i.xlarge", system_node_count=2,
                                   vpc_cidr="10.64.0.0/16", availability_zone_count=2, availability_zones=(),
@@ -109,7 +109,7 @@ def test_the_zone_count_follows_the_zones_listed():
     ({"capacity.instanceType": "trn2.3xlarge"}, [("serving.devicesPerVariant", "8 devices do not fit on a trn2.3xlarge (1 devices)")]),
     ({"modelStore.retainOnDestroy": "yes"}, [("modelStore.retainOnDestroy", "must be true or false, got 'yes'")]),
     ({"modelStore.keep": True}, [("modelStore.keep", "unknown key; allowed: retainOnDestroy")]),
-], ids=lambda value: "" if isinstance(value, list) else "-".join(f"{k}={v}" for k, v in value.items())[:60])
+], ids=edits_id)
 def test_platform_rules_name_the_key_and_what_is_allowed(edits, problems):
     assert problem_list(with_edits(SMALL, edits)) == problems
 

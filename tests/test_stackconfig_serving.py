@@ -8,7 +8,7 @@ import pytest
 from stackconfig.engines import ENGINES
 from stackconfig.model import ServingSettings
 
-from .stackconfig_helpers import PLUGIN, SMALL, parse, problem_list, with_edits
+from .stackconfig_helpers import PLUGIN, SMALL, edits_id, parse, problem_list, with_edits
 
 
 def test_serving_defaults():
@@ -115,7 +115,7 @@ SEGMENTS = "use a KV segment size: 512, 1024, 2048, 4096, 8192"
         ("serving.neuronConfig.enable_fused_speculation", "is not a vllm-neuron neuron config field"),
         ("serving.neuronConfig.quantisation", "is not a vllm-neuron neuron config field (did you mean quantization?)")]),
     (SMALL, {"serving.neuronConfig": "x"}, [("serving.neuronConfig", "must be an object, got 'x'")]),
-], ids=lambda value: "" if isinstance(value, list) or "serving" in value else "-".join(f"{k}={v}" for k, v in value.items())[:70])
+], ids=edits_id)
 def test_serving_rules_name_the_key_and_what_is_allowed(base, edits, problems):
     assert problem_list(with_edits(base, edits)) == problems
 

@@ -7,7 +7,7 @@ import pytest
 
 from stackconfig.catalog import MODELS
 
-from .stackconfig_helpers import PLUGIN, SMALL, parse, problem_list, with_edits
+from .stackconfig_helpers import PLUGIN, SMALL, edits_id, parse, problem_list, with_edits
 
 FIELDS = ("role", "target", "engine", "baseline", "draft", "num_speculative_tokens", "draft_max_model_len", "speculation_method",
           "quantization", "weights_path", "neuron_config_extra")
@@ -197,7 +197,7 @@ NO_PAIR = ("variants", "needs at least one baseline and one sd variant to compar
                               "not for Qwen/Qwen3-32B")]),
     (PLUGIN, {"variants.1.target": "Qwen/Qwen3-1.7B"}, [
         ("variants[1].draft", "RedHatAI/Qwen3-32B-speculator.eagle3 was trained for Qwen/Qwen3-32B, not for Qwen/Qwen3-1.7B")]),
-], ids=lambda value: "" if isinstance(value, list) or "serving" in value else "-".join(f"{k}={v}" for k, v in value.items())[:70])
+], ids=edits_id)
 def test_variant_rules_name_the_key_and_what_is_allowed(base, edits, problems):
     assert problem_list(with_edits(base, edits)) == problems
 
