@@ -737,8 +737,9 @@ def _speculation_method(s: _Section, engine: str, draft: str, target: str, metho
 
 
 def _check_dflash(s: _Section, serving: ServingSettings, quantization: str | None) -> None:
-    """DFlash's documented limits (stackconfig/engines.py)."""
-    if serving.tensor_parallel_size not in DFLASH_TENSOR_PARALLEL:
+    """DFlash's documented limits (stackconfig/engines.py). The TP is checked only when
+    serving.devicesPerVariant is valid (else it is 0 and its problem is reported)."""
+    if serving.devices_per_variant and serving.tensor_parallel_size not in DFLASH_TENSOR_PARALLEL:
         s.problem("draft", f"DFlash runs at TP {' or '.join(map(str, DFLASH_TENSOR_PARALLEL))}; this stack's TP is "
                            f"{serving.tensor_parallel_size} (serving.devicesPerVariant, serving.logicalNeuronCores)")
     if quantization not in (None, "none"):

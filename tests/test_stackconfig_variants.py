@@ -238,7 +238,10 @@ def test_dflash_runs_at_tensor_parallel_4_or_8(devices, lnc):
         ("variants[1].quantization", "fp8 needs an FP8 checkpoint as target; Qwen/Qwen3-32B is bf16"),
         ("variants[1].quantization", "fp8 with rescaled weights is an NxD Inference path: use engine nxdi-legacy")]),
     ({"variants.1.quantization": "int4"}, [("variants[1].quantization", "'int4' is not one of none, fp8")]),
-], ids=["tp-16", "tp-16-at-lnc-1", "fp8", "unknown-quantization"])
+    # A refused device count or core size is reported alone, not as a TP DFlash cannot run at.
+    ({"serving.devicesPerVariant": 3}, [("serving.devicesPerVariant", "3 is not one of 1, 2, 4, 8, 16")]),
+    ({"serving.devicesPerVariant": 1, "serving.logicalNeuronCores": 4}, [("serving.logicalNeuronCores", "4 is not one of 1, 2")]),
+], ids=["tp-16", "tp-16-at-lnc-1", "fp8", "unknown-quantization", "refused-devices", "refused-cores"])
 def test_dflash_limits(edits, problems):
     assert problem_list(with_edits(DFLASH, edits)) == problems
 
