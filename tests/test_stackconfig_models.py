@@ -108,12 +108,13 @@ GATED = "meta-llama/Llama-3.1-8B"
     ({f"{PROJECT}:variants": [{"target": GATED, "draft": "meta-llama/Llama-3.2-1B"}, "x", {"draft": "Qwen/Qwen3-1.7B"}]},
      [GATED, "meta-llama/Llama-3.2-1B"]),
     ({f"{PROJECT}:variants": {"target": GATED}}, []),
+    ({f"{PROJECT}:variants": 5}, []),
     ({f"{PROJECT}:models": {"a/b": {"gated": True}, "c/d": {"gated": "yes"}, "e/f": "x"},
       f"{PROJECT}:variants": [{"target": "a/b", "draft": "c/d"}, {"target": "e/f"}], f"{PROJECT}:serving": {"target": "a/b"}}, ["a/b"]),
     ({f"{PROJECT}:models": "x", f"{PROJECT}:serving": {"target": GATED}}, [GATED]),
     ({"other:serving": {"target": GATED}}, []),
     ({f"{PROJECT}:x:serving": {"target": GATED}}, []),
-], ids=["nothing", "serving-target", "serving-not-an-object", "target-not-a-string", "variants", "variants-not-a-list",
+], ids=["nothing", "serving-target", "serving-not-an-object", "target-not-a-string", "variants", "variants-an-object", "variants-a-number",
         "declared", "declared-not-an-object", "other-project", "nested-key"])
 def test_the_gated_models_a_config_names_whatever_else_is_wrong(config, gated):
     assert gated_models(PROJECT, config) == gated

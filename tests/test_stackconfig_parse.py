@@ -116,3 +116,29 @@ def test_the_error_lists_every_problem_under_the_stack_name():
     assert str(error) == "Stack 'demo' has 2 configuration problem(s):\n  - a.b: is wrong\n  - c: is missing"
     assert (error.stack, error.problems) == ("demo", [("a.b", "is wrong"), ("c", "is missing")])
     assert isinstance(error, ValueError)
+
+
+@pytest.mark.parametrize("values", [
+    {"stackKind": "platform", "cluster": {"systemNodeCount": 1}},
+    with_edits(SMALL, {"serving.maxNumSeqs": 0}),
+    with_edits(SMALL, {"variants": [*SMALL["variants"], {"name": "again", "role": "baseline"}], "variants.1.baseline": "base"}),
+], ids=["platform", "pairing", "pairing-whose-variants-collide"])
+def test_every_error_names_its_stack(values):
+    with pytest.raises(ConfigError) as caught:
+        parse_stack_config(PROJECT, "demo", qualified(values))
+    assert caught.value.stack == "demo" and str(caught.value).startswith("Stack 'demo' has 1 configuration problem(s):")
+
+
+def test_a_section_reads_its_values_by_the_rules_it_is_given():
+    """The readers as other modules may call them: required unless a default is given, a pattern
+    refused with or without a hint."""
+    import re
+
+    from stackconfig.parse import _Section
+
+    problems: list = []
+    section = _Section("demo", {"name": "Bad", "items": []}, problems, {"name", "items", "other"})
+    assert section.string("name", pattern=re.compile("^[a-z]+$")) is None
+    assert section.listing("other") is None and section.listing("other", ["x"]) == ["x"] and section.listing("items") == []
+    assert section.string("other", "fallback") == "fallback" and section.mapping("other", None) is None
+    assert problems == [("demo.name", "'Bad' is not valid"), ("demo.other", "is required (a list)")]

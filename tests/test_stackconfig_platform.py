@@ -114,11 +114,24 @@ def test_platform_rules_name_the_key_and_what_is_allowed(edits, problems):
     assert problem_list(with_edits(SMALL, edits)) == problems
 
 
+def test_the_pinned_kubernetes_versions_are_listed(monkeypatch):
+    from stackconfig import parse as parse_module
+
+    monkeypatch.setattr(parse_module, "EKS_ADDON_VERSIONS", {"1.34": {}, "1.35": {}})
+    parse(with_edits(SMALL, {"cluster.kubernetesVersion": "1.35"}))
+    assert problem_list(with_edits(SMALL, {"cluster.kubernetesVersion": "1.36"})) == [
+        ("cluster.kubernetesVersion", "no EKS add-on builds are pinned for 1.36 (stackconfig/catalog.py EKS_ADDON_VERSIONS; "
+                                      "pinned: 1.34, 1.35); `aws eks describe-addon-versions --kubernetes-version 1.36` lists them")]
+
+
 def test_without_a_region_zones_are_checked_against_none_in_particular():
     values = with_edits(SMALL, {"cluster.availabilityZones": ["us-west-2a", "zone"]})
     assert problem_list(values, region=None) == [
         ("aws:region", "is required: the region to deploy to (`pulumi config set aws:region us-east-2`); README, 'Regions'"),
         ("cluster.availabilityZones[1]", "'zone' is not an availability zone of the region (e.g. us-east-2a)")]
+    (region_problem, zone_problem) = problem_list(values, region=12)
+    assert region_problem[0] == "aws:region" and zone_problem == (
+        "cluster.availabilityZones[1]", "'zone' is not an availability zone of the region (e.g. us-east-2a)")
 
 
 PLATFORM_STACK = {"stackKind": "platform"}

@@ -22,11 +22,11 @@ def test_every_serving_setting_lands_in_the_spec():
     serving = parse(with_edits(PLUGIN, {"serving": {
         "engine": "vllm-neuron", "image": "example.com/neuron/vllm:1.0", "target": "Qwen/Qwen3-32B", "devicesPerVariant": 2,
         "logicalNeuronCores": 1, "tensorParallelSize": 16, "maxNumSeqs": 256, "maxModelLen": 16384,
-        "maxNumBatchedTokens": 16384, "nodeCachePath": "/data/cache", "neuronConfig": {"ep_degree": 1},
+        "maxNumBatchedTokens": 16384, "nodeCachePath": "/Data/Model_Cache-2.x", "neuronConfig": {"ep_degree": 1},
         "environment": {"NEURON_RT_EXEC_TIMEOUT": "600", "_X1": ""}}})).serving
     assert serving == ServingSettings(
         engine="vllm-neuron", image="example.com/neuron/vllm:1.0", target="Qwen/Qwen3-32B", devices_per_variant=2,
-        logical_neuron_cores=1, max_num_seqs=256, max_model_len=16384, node_cache_path="/data/cache",
+        logical_neuron_cores=1, max_num_seqs=256, max_model_len=16384, node_cache_path="/Data/Model_Cache-2.x",
         neuron_config={"ep_degree": 1}, environment={"NEURON_RT_EXEC_TIMEOUT": "600", "_X1": ""}, max_num_batched_tokens=16384)
 
 

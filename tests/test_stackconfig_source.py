@@ -24,7 +24,8 @@ def in_runtime(config: dict, secret_keys: list[str], read):
 
 
 def test_stack_config_merges_both_sources_and_decodes_structured_values(monkeypatch):
-    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"sd-trn2:old": "from the environment", "sd-trn2:both": "environment"}))
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"sd-trn2:old": "from the environment", "sd-trn2:both": "environment",
+                                                    "sd-trn2:number": 3, "sd-trn2:list": ["a"]}))
     config = in_runtime({
         "aws:region": "us-east-2",
         "sd-trn2:serving": '{"target": "Qwen/Qwen3-32B"}',
@@ -36,6 +37,8 @@ def test_stack_config_merges_both_sources_and_decodes_structured_values(monkeypa
     }, [], stack_config)
     assert config == {
         "sd-trn2:old": "from the environment",
+        "sd-trn2:number": 3,                            # not text: kept as it is
+        "sd-trn2:list": ["a"],
         "sd-trn2:both": "engine",                       # set_all_config wins over PULUMI_CONFIG
         "aws:region": "us-east-2",
         "sd-trn2:serving": {"target": "Qwen/Qwen3-32B"},

@@ -91,6 +91,34 @@ def test_with_several_baselines_each_sd_variant_names_its_own():
         ("variants[3].baseline", "is required when there are several baselines: a, b")]
 
 
+def test_a_baseline_that_is_not_one_is_refused_naming_those_there_are():
+    sd = SMALL["variants"][1]
+    values = with_edits(SMALL, {"variants": [{"name": "a", "role": "baseline"}, {"name": "b", "role": "baseline", "target": "Qwen/Qwen3-1.7B"},
+                                             {**sd, "baseline": "c"}]})
+    assert problem_list(values) == [("variants[2].baseline", "'c' is not another baseline variant; baselines: a, b")]
+    values = with_edits(SMALL, {"variants": [{**sd, "baseline": "c"}]})
+    assert problem_list(values) == [("variants", "needs at least one baseline and one sd variant to compare"),
+                                    ("variants[0].baseline", "'c' is not another baseline variant; baselines: none")]
+
+
+def test_a_variant_whose_target_is_refused_is_checked_as_serving_the_stacks_target():
+    """Parsing goes on with the stack's target in its place: here the token that target needs."""
+    values = with_edits(SMALL, {"serving.target": "meta-llama/Llama-3.1-8B", "serving.devicesPerVariant": 1,
+                                "variants.0.target": "x/y", "variants.1.target": "Qwen/Qwen3-32B"})
+    problems = problem_list(values)
+    assert [key for key, _ in problems] == ["variants[0].target", "huggingFaceToken"]
+    assert problems[1][1] == ("is required for the gated model(s) meta-llama/Llama-3.1-8B: "
+                              "pulumi config set --secret huggingFaceToken hf_...")
+
+
+def test_a_head_trained_for_several_targets_names_them_all():
+    head = {**DFLASH_HEAD["example/Qwen3-32B-dflash"], "kind": "eagle3-head", "draftFor": ["Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B"]}
+    values = with_edits(PLUGIN, {"models": {"example/head": head}, "variants.1.draft": "example/head",
+                                 "variants.1.target": "Qwen/Qwen3-1.7B"})
+    assert problem_list(values) == [
+        ("variants[1].draft", "example/head was trained for Qwen/Qwen3-32B, Qwen/Qwen3-0.6B, not for Qwen/Qwen3-1.7B")]
+
+
 def test_without_any_baseline_sd_variants_are_not_told_there_are_several():
     sd = SMALL["variants"][1]
     values = with_edits(SMALL, {"variants": [{**sd, "name": "sd-a"}, {**sd, "name": "sd-b", "numSpeculativeTokens": 3}]})
@@ -261,7 +289,8 @@ def test_an_eagle_head_on_the_legacy_engine_switches_eagle_speculation_on():
      [("variants[0].neuronConfig.context_encoding_buckets", "the largest bucket 2048 is above 1024")]),
     ({"max_context_length": 512, "context_encoding_buckets": [256, 1024]},
      [("variants[0].neuronConfig.context_encoding_buckets", "the largest bucket 1024 is above 512")]),
-    ({"token_generation_buckets": [512, 2048]}, [("variants[0].neuronConfig.token_generation_buckets", "the largest bucket 2048 is above 1024")]),
+    ({"token_generation_buckets": [128, 2048, 4096]},
+     [("variants[0].neuronConfig.token_generation_buckets", "the largest bucket 4096 is above 1024")]),
     ({"token_generation_buckets": [1024, 512]}, [("variants[0].neuronConfig.token_generation_buckets",
                                                   "must be a non-empty, strictly ascending list of integers")]),
     ({"token_generation_buckets": []}, [("variants[0].neuronConfig.token_generation_buckets",
