@@ -94,3 +94,14 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'met
 ], ids=edits_id)
 def test_benchmark_rules_name_the_key_and_what_is_allowed(edits, problems):
     assert problem_list(with_edits(SMALL, edits)) == problems
+
+
+def test_the_dashboard_limit_counts_one_header_widget_and_four_per_test_case(monkeypatch):
+    """With room for exactly one header and 125 rows of four widgets, 125 test cases fit and 126
+    do not (the catalog's 500 leaves 499 for rows: 124 of them)."""
+    from stackconfig import parse as parse_module
+
+    monkeypatch.setattr(parse_module, "DASHBOARD_MAX_WIDGETS", 501)
+    parse(with_edits(SMALL, {"benchmark.testCases": {f"c{i}": "x" for i in range(125)}}))
+    assert problem_list(with_edits(SMALL, {"benchmark.testCases": {f"c{i}": "x" for i in range(126)}})) == [
+        ("benchmark.testCases", "126 test cases need 505 dashboard widgets; CloudWatch allows 501 (at most 125 test cases)")]
