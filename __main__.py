@@ -103,6 +103,7 @@ benchmark = Benchmark("benchmark", BenchmarkArgs(
     provider=cluster.provider,
     depends_on=[serving],
     tags=tags,
+    token_secret=model_access.secret_name if model_access else None,
 ), opts=with_aws)
 
 pulumi.export("region", region)

@@ -1,4 +1,5 @@
 """Operator tools: fetching results (against moto S3) and re-running the benchmark."""
+import json
 from datetime import datetime, timezone
 
 import boto3
@@ -6,19 +7,20 @@ from moto import mock_aws
 
 from tools import fetch_results, rerun_benchmark
 
-from .llmperf_files import request, write_case, write_run
+from .results_files import record, write_case, write_run
 
 
 @mock_aws
-def test_fetch_downloads_the_latest_run_and_reports(tmp_path, monkeypatch, capsys):
+def test_fetch_lists_runs_with_their_status_and_reports_the_latest_even_unfinished(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
     s3 = boto3.client("s3", region_name="us-west-2")
     s3.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-west-2"})
     local = tmp_path / "made"
-    for run_id, e2e in (("20261119T000000Z-a", 9.0), ("20261120T000000Z-b", 3.0)):
-        write_run(local, run_id, {"counting": "x"})
-        for variant in ("base", "sd"):
-            write_case(local, run_id, variant, "counting", [request(ttft=0.05, e2e=e2e, output_tokens=100)])
+    for run_id, e2e, status in (("20261119T000000Z-a", 9.0, "complete"), ("20261120T000000Z-b", 3.0, "running")):
+        write_run(local, run_id, {"counting": "x", "sonnets": None}, status=status)
+        # The second run's pod died after its first case: that is all it uploaded.
+        for variant in ("base", "sd") if status == "complete" else ("base",):
+            write_case(local, run_id, variant, "counting", [record(ttft=0.05, e2e=e2e, tokens=100)])
         for path in (local / run_id).rglob("*"):
             if path.is_file():
                 s3.upload_file(str(path), "models", f"results/{run_id}/{path.relative_to(local / run_id).as_posix()}")
@@ -26,7 +28,11 @@ def test_fetch_downloads_the_latest_run_and_reports(tmp_path, monkeypatch, capsy
     assert fetch_results.main(["--stack", "s", "--bucket", "models", "--out", str(out)], client=s3) == 0
     assert [p.name for p in out.iterdir() if p.is_dir()] == ["20261120T000000Z-b"]
     assert (out / "report.md").exists() and (out / "report.json").exists() and (out / "report.png").exists()
-    assert "Run 20261120T000000Z-b" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "  20261119T000000Z-a: complete\n  20261120T000000Z-b: running\n" in printed
+    assert "Run 20261120T000000Z-b (qwen3-32b-qwen3-0.6b): RUNNING (or its pod died before finishing" in printed
+    report = json.loads((out / "report.json").read_text())["runs"]["20261120T000000Z-b"]["cases"]
+    assert report["counting"]["base"]["completed"] == 1 and report["sonnets"]["sd"]["completed"] == 0
 
 
 @mock_aws
