@@ -97,16 +97,16 @@ def locate(api: KubernetesApi, namespace: str, selector: dict[str, str]) -> dict
 
 def _series(cloudwatch: Any, metric: str, cluster: str, node: str, devices: set[str]) -> list[list[dict[str, str]]]:
     """Dimension sets of `metric` for the node's cores on `devices` (ListMetrics returns every
-    dimension set that contains the filter's dimensions)."""
-    found = []
+    dimension set that contains the filter's dimensions), each once."""
+    found: dict[frozenset, list[dict[str, str]]] = {}
     for page in cloudwatch.get_paginator("list_metrics").paginate(
             Namespace=NAMESPACE, MetricName=metric,
             Dimensions=[{"Name": "ClusterName", "Value": cluster}, {"Name": "NodeName", "Value": node}]):
         for entry in page["Metrics"]:
             dims = {d["Name"]: d["Value"] for d in entry["Dimensions"]}
             if dims.get("NeuronDevice") in devices and "NeuronCore" in dims:
-                found.append(entry["Dimensions"])
-    return found
+                found[frozenset(dims.items())] = entry["Dimensions"]
+    return list(found.values())
 
 
 def _read(cloudwatch: Any, metric: str, series: list[list[dict[str, str]]], start: datetime, end: datetime) -> dict[float, list[float]]:
