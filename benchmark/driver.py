@@ -47,8 +47,12 @@ from .results import CASE_FILE, RUN_FILE, SPECDECODE_FILE, STDERR_FILE, STDOUT_F
 PROMPT_FILE = Path("src/llmperf/sonnet.txt")
 PROMPT_LINES = 400  # enough lines for LLMPerf to sample the longest configured input from
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*$")
-Runner = Callable[[list[str], dict[str, str], Path, Path], int]
-"""(argv, extra environment, working directory, case folder for stdout/stderr) -> exit code."""
+Runner = Callable[[list[str], dict[str, str], Path, Path, float], int]
+"""(argv, extra environment, working directory, case folder for stdout/stderr, deadline in
+seconds) -> exit code."""
+TIMED_OUT = 124  # as coreutils' timeout(1)
+# LLMPerf starts a local Ray instance before it sends anything (research llmperf.md 1.2).
+STARTUP_ALLOWANCE_S = 600
 
 
 class Terminated(Exception):
@@ -113,9 +117,31 @@ def llmperf_environment(base_url: str, llmperf_dir: Path) -> dict[str, str]:
     }
 
 
-def subprocess_runner(argv: list[str], env: dict[str, str], cwd: Path, out_dir: Path) -> int:
+def llmperf_deadline_s(shape: dict) -> float:
+    """LLMPerf checks its --timeout only between requests, and can loop before sending any (it
+    redraws a prompt length below its template's forever when stddev is 0), so the driver bounds
+    it: its own timeout, one more request in flight, and Ray's start."""
+    runs = math.ceil(shape["requestsPerTestCase"] / shape["concurrency"])
+    return shape["requestTimeoutSeconds"] * (runs + 1) + STARTUP_ALLOWANCE_S
+
+
+def subprocess_runner(argv: list[str], env: dict[str, str], cwd: Path, out_dir: Path, deadline_s: float) -> int:
+    """Run LLMPerf in a session of its own, so that when it ends, times out or the pod is being
+    stopped, the Ray processes it started go with it (a killed LLMPerf leaves them running)."""
     with (out_dir / STDOUT_FILE).open("w") as stdout, (out_dir / STDERR_FILE).open("w") as stderr:
-        return subprocess.run(argv, env={**os.environ, **env}, cwd=cwd, stdout=stdout, stderr=stderr).returncode
+        process = subprocess.Popen(argv, env={**os.environ, **env}, cwd=cwd, stdout=stdout, stderr=stderr,
+                                   start_new_session=True)
+        try:
+            return process.wait(timeout=deadline_s)
+        except subprocess.TimeoutExpired:
+            stderr.write(f"\nTimeoutError: LLMPerf did not finish within {deadline_s:.0f} s; the driver stopped it\n")
+            return TIMED_OUT
+        finally:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # LLMPerf and everything it started have already exited
+            process.wait()
 
 
 def last_error_line(stderr: str) -> str | None:
@@ -177,7 +203,7 @@ def run_case(config: dict, variant: dict, test_case: str, results_dir: Path, run
     print(f"[{test_case}] {variant['name']}: LLMPerf against {variant['endpoint']} through the measuring proxy", flush=True)
     with MeasuringProxy(variant["endpoint"], out / RECORDS_FILE, timeout_s=shape["requestTimeoutSeconds"]) as proxy:
         code = hooks.runner(llmperf_command(hooks.python, variant, shape, out),
-                            llmperf_environment(proxy.base_url, llmperf_dir), llmperf_dir, out)
+                            llmperf_environment(proxy.base_url, llmperf_dir), llmperf_dir, out, llmperf_deadline_s(shape))
     finished = time.time()
     after = counters(hooks, variant["endpoint"])
     stderr = (out / STDERR_FILE).read_text(errors="replace") if (out / STDERR_FILE).exists() else ""

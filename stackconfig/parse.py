@@ -47,6 +47,7 @@ DEFAULT_VLLM_IMAGE = (
 DEFAULT_BENCHMARK_IMAGE = "public.ecr.aws/docker/library/python:3.11.14-slim-bookworm"
 LLMPERF_COMMIT = "f1d6bed47e4501b0e371082b41601b59ab55269f"
 DEFAULT_SAMPLING_PARAMS = {"temperature": 0}
+MIN_INPUT_TOKENS = 40
 # Request fields the benchmark itself sets: LLMPerf sends model, messages, stream and max_tokens
 # (the shape), and the measuring proxy adds stream_options (research llmperf.md section 2.1).
 RESERVED_SAMPLING_KEYS = ("max_tokens", "messages", "model", "stream", "stream_options")
@@ -303,6 +304,11 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
     if test_cases == {}:
         s.problem("testCases", "needs at least one test case")
     input_tokens = s.integer("inputTokens", low=1)
+    if input_tokens and input_tokens < MIN_INPUT_TOKENS:
+        # LLMPerf redraws a prompt length until it covers its own prompt template; with the
+        # driver's stddev 0 a shorter target never does and LLMPerf spins without sending a
+        # request (seen running f1d6bed). It warns below 40 itself (research llmperf.md 1.2).
+        s.problem("inputTokens", f"{input_tokens} is below {MIN_INPUT_TOKENS}: LLMPerf's prompt template alone is longer, and it would never start")
     output_tokens = s.integer("outputTokens", low=2)
     if input_tokens and output_tokens and serving.max_model_len and input_tokens + output_tokens > serving.max_model_len:
         s.problem("outputTokens", f"inputTokens + outputTokens = {input_tokens + output_tokens} exceeds serving.maxModelLen {serving.max_model_len}")

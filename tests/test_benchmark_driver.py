@@ -54,8 +54,8 @@ def quiet_hooks(**changes) -> driver.Hooks:
 
 def one_request_runner(calls):
     """Stands in for LLMPerf: one request through the proxy, its output files, its stderr."""
-    def runner(argv, env, cwd, out_dir):
-        calls.append((argv, env, (cwd / driver.PROMPT_FILE).read_text()))
+    def runner(argv, env, cwd, out_dir, deadline_s):
+        calls.append((argv, env, (cwd / driver.PROMPT_FILE).read_text(), deadline_s))
         body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True, "max_tokens": 3}
         requests.post(env["OPENAI_API_BASE"] + "/chat/completions", json=body, stream=True, timeout=10).content
         (out_dir / driver.STDERR_FILE).write_text("100%|##########| 1/1\n")
@@ -70,9 +70,10 @@ def test_runs_every_case_for_every_variant_interleaved_with_llmperfs_own_flags(t
                             upload=lambda path: uploads.append((path.relative_to(tmp_path / "results").as_posix(),
                                                                 json.loads(path.read_text())["status"] if path.name == "run.json" else None)))
         run = driver.run_benchmark(config(server.url, server.url), tmp_path / "results", "run-1", llmperf, hooks)
-    out_dirs = [argv[argv.index("--results-dir") + 1].split("/")[-2:] for argv, _, _ in calls]
+    out_dirs = [argv[argv.index("--results-dir") + 1].split("/")[-2:] for argv, _, _, _ in calls]
     assert out_dirs == [["base", "counting"], ["sd", "counting"], ["base", "sonnets"], ["sd", "sonnets"]]
-    argv, env, prompt = calls[0]
+    argv, env, prompt, deadline = calls[0]
+    assert deadline == 600 * 6 + 600  # LLMPerf's --timeout, one request more, Ray's start
     for flag, value in (("--model", "Qwen/Qwen3-32B"), ("--mean-input-tokens", "64"), ("--mean-output-tokens", "24"),
                         ("--num-concurrent-requests", "4"), ("--max-num-completed-requests", "20"), ("--llm-api", "openai"),
                         ("--stddev-input-tokens", "0"), ("--stddev-output-tokens", "0"), ("--timeout", str(600 * 5))):
@@ -106,12 +107,12 @@ def test_a_killed_pod_leaves_every_finished_case_in_s3(tmp_path, llmperf, monkey
     results, calls, seen = tmp_path / "results", [], {}
     inner = one_request_runner(calls)
 
-    def runner(argv, env, cwd, out_dir):
+    def runner(argv, env, cwd, out_dir, deadline_s):
         if len(calls) == 2:  # the third case: the pod is stopped in the middle of it
             seen.update({o["Key"]: o for o in s3.list_objects_v2(Bucket="models")["Contents"]})
             seen["run.json"] = json.loads(s3.get_object(Bucket="models", Key="results/run-1/run.json")["Body"].read())
             raise driver.Terminated("received signal 15 (Job deadline or pod deletion)")
-        return inner(argv, env, cwd, out_dir)
+        return inner(argv, env, cwd, out_dir, deadline_s)
 
     with FakeVllm(step_s=0.001) as server:
         hooks = quiet_hooks(runner=runner, upload=driver.S3Mirror(s3, "models", "results/", results))
@@ -128,7 +129,7 @@ def test_a_killed_pod_leaves_every_finished_case_in_s3(tmp_path, llmperf, monkey
 def test_a_failed_llmperf_run_is_recorded_and_the_rest_goes_on(tmp_path, llmperf):
     seen = []
 
-    def runner(argv, env, cwd, out_dir):
+    def runner(argv, env, cwd, out_dir, deadline_s):
         seen.append(argv[argv.index("--results-dir") + 1])
         if "/sd/" in seen[-1]:
             (out_dir / driver.STDERR_FILE).write_text("Traceback (most recent call last):\n  File ...\nKeyError: 'error_code'\n")
@@ -140,6 +141,25 @@ def test_a_failed_llmperf_run_is_recorded_and_the_rest_goes_on(tmp_path, llmperf
     case = json.loads((tmp_path / "results" / "run-1" / "sd" / "counting" / "case.json").read_text())
     assert (case["exitCode"], case["llmperfError"], case["asked"]) == (1, "KeyError: 'error_code'", 20)
     assert run["cases"][1]["llmperfError"] == "KeyError: 'error_code'"
+
+
+def test_a_hung_llmperf_is_stopped_with_everything_it_started(tmp_path):
+    """LLMPerf loops forever when asked for prompts shorter than its template; Ray's processes
+    are its children. Both must go when the deadline passes."""
+    child = tmp_path / "child.pid"
+    script = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+              f"open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(60)")
+    code = driver.subprocess_runner([sys.executable, "-c", script], {}, tmp_path, tmp_path, deadline_s=1.0)
+    assert code == driver.TIMED_OUT
+    assert (tmp_path / driver.STDERR_FILE).read_text().strip() == "TimeoutError: LLMPerf did not finish within 1 s; the driver stopped it"
+    assert driver.last_error_line((tmp_path / driver.STDERR_FILE).read_text()).startswith("TimeoutError")
+    assert not running(int(child.read_text()))
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (a killed orphan may wait for a PID 1 that does not reap it)."""
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 
 
 def test_llmperf_stderr_is_read_for_its_last_error_and_dead_threads():

@@ -90,6 +90,7 @@ def edited(base: dict, path: str, value) -> dict:
         ("benchmark.seed", "005", "benchmark.seed", "not one of 000, 001, 002, 003, 004"),
         ("benchmark.seed", 1, "benchmark.seed", "must be a string"),
         ("benchmark.llmperfCommit", "f1d6bed", "benchmark.llmperfCommit", "is not one of f1d6bed47e4501b0e371082b41601b59ab55269f"),
+        ("benchmark.inputTokens", 32, "benchmark.inputTokens", "LLMPerf's prompt template alone is longer"),
     ],
 )
 def test_each_rule_names_the_key(path, value, bad_key, words):
