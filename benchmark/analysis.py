@@ -151,19 +151,26 @@ def lossless(sd: CaseResult, base: CaseResult, sampling_params: dict[str, Any]) 
 
 
 def leviathan(sd: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any] | None:
-    """The Leviathan bound for the measured acceptance, beside the measured speedup."""
+    """The Leviathan bound for the measured acceptance, beside the measured speedup.
+
+    Leviathan's speedup is E[tokens per target step] / (k c + 1); its closed form in the acceptance
+    rate a assumes each draft token is accepted independently. Real acceptance is correlated (a
+    structured reply accepts whole windows), so the per-token rate would understate the tokens per
+    step actually achieved. The bound therefore uses the measured mean acceptance length (the
+    counters' 1 + accepted / drafts, else the implied tokens per step) and reports the a that gives
+    it in the closed form."""
     k = variant.get("numSpeculativeTokens")
-    counters = sd["acceptance"]["counters"]
-    a, source = counters.get("acceptance_rate"), "/metrics"
-    if a is None:
-        a, source = sd["acceptance"]["acceptance_rate_implied"], "implied from chunks"
+    length, source = sd["acceptance"]["counters"].get("mean_acceptance_length"), "/metrics mean acceptance length"
+    if length is None:
+        length, source = sd["acceptance"]["tokens_per_step_implied"], "implied tokens per step"
     draft, target = variant.get("draftParamsBillion"), variant.get("targetParamsBillion")
-    if a is None or not k or not draft or not target:
+    if length is None or not k or not draft or not target:
         return None
     # No stack serves the draft alone, so its cost per step cannot be measured; parameter counts
     # stand in for it (decode is memory-bound, so cost scales roughly with the weights read).
     c = draft / target
-    return {"acceptance_rate": a, "acceptance_source": source, "k": k, "cost_ratio": c,
+    a = acceptance.implied_acceptance(length, k)
+    return {"tokens_per_step": length, "acceptance_source": source, "acceptance_rate": a, "k": k, "cost_ratio": c,
             "cost_ratio_source": f"assumed: draft / target parameters ({draft:g}B / {target:g}B)",
             "speedup_bound": acceptance.leviathan_speedup(a, k, c)}
 

@@ -25,12 +25,23 @@ def llmperf(tmp_path):
     return Path(shutil.copytree(STANDIN, tmp_path / "llmperf"))
 
 
+@pytest.fixture(autouse=True)
+def prompt_thread_switches():
+    """The servers, the proxy and the test share one interpreter here (in a cluster they are
+    apart); a shorter GIL switch interval keeps one from holding up another's clock by the default
+    5 ms, which is 3% of a request of these tests."""
+    previous = sys.getswitchinterval()
+    sys.setswitchinterval(0.0005)
+    yield
+    sys.setswitchinterval(previous)
+
+
 def run_config(base: FakeVllm, sd: FakeVllm, concurrency: int, requests: int, test_cases: dict) -> dict:
     variant = {"target": "Qwen/Qwen3-32B", "servedModelName": "Qwen/Qwen3-32B", "targetParamsBillion": 32.8,
                "costPerHourUsd": 22.35, "podSelector": {}}
     return {
         "stack": "truth", "clusterName": "sd-truth", "seed": None, "llmperfCommit": "standin",
-        "shape": {"inputTokens": 40, "outputTokens": 64, "concurrency": concurrency, "requestsPerTestCase": requests,
+        "shape": {"inputTokens": 40, "outputTokens": 96, "concurrency": concurrency, "requestsPerTestCase": requests,
                   "requestTimeoutSeconds": 30, "samplingParams": {"temperature": 0}},
         "testCases": test_cases,
         "variants": [
@@ -65,16 +76,15 @@ def test_report_matches_what_the_servers_sent(tmp_path, llmperf, monkeypatch):
     s3.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
     results, published = tmp_path / "results", []
     speculation = Speculation(num_speculative_tokens=4, accepted=(4, 2, 3, 0, 4, 1))
-    with FakeVllm(step_s=0.004) as base, \
-            FakeVllm(step_s=0.008, speculation=speculation, fail=frozenset({3}), diverge=frozenset({2})) as sd:
-        config = run_config(base, sd, concurrency=2, requests=4,
-                            test_cases={"structured": "Repeat the next line exactly 50 times", "sonnets": None})
+    with FakeVllm(step_s=0.008) as base, \
+            FakeVllm(step_s=0.016, speculation=speculation, fail=frozenset({3}), diverge=frozenset({2})) as sd:
+        config = run_config(base, sd, concurrency=2, requests=4, test_cases={"structured": "Repeat the next line exactly 50 times"})
         run_hooks = hooks(published=published)
         run_hooks.upload = driver.S3Mirror(s3, "models", "results/", results)
         run = driver.run_benchmark(config, results, "run-1", llmperf, run_hooks)
         report = analysis.compare_run(results, "run-1")
 
-    assert run["status"] == "complete" and run["reason"] is None and len(run["cases"]) == 4
+    assert run["status"] == "complete" and run["reason"] is None and len(run["cases"]) == 2
     for test_case in config["testCases"]:
         figures = report["cases"][test_case]
         for name, server in (("base", base), ("sd", sd)):
@@ -85,15 +95,16 @@ def test_report_matches_what_the_servers_sent(tmp_path, llmperf, monkeypatch):
             # Every request sent is a result or a counted failure, extras included.
             assert (f["completed"], f["failed"], f["sent"]) == (len(ok), len(sent) - len(ok), len(sent))
             assert f["completed"] >= 4 and f["token_source"] == "server usage"
-            assert f["output_tokens_total"] == sum(s.tokens for s in ok) and f["output_tokens_mean"] == 64
+            assert f["output_tokens_total"] == sum(s.tokens for s in ok) and f["output_tokens_mean"] == 96
             # TPOT and tokens/s against the server's own clock.
             assert close(f["tpot_s"]["p50"], percentile([s.time_per_output_token_s for s in ok], 50))
             assert close(f["tokens_per_s"]["p50"], percentile([s.tokens / (s.finished - s.received) for s in ok], 50))
             steps = [size for s in ok for size in s.steps[1:]]
             assert close(f["acceptance"]["tokens_per_step_implied"], sum(steps) / len(steps))
             # LLMPerf's own figure counts the stand-in's "Llama-2" tokens + 1, not the server's.
-            assert not close(f["llmperf"]["output_tokens_p50"], 64)
+            assert not close(f["llmperf"]["output_tokens_p50"], 96)
             if name == "sd":
+                sd_steps = steps
                 accepted = sum(size - 1 for size in steps)
                 counters = f["acceptance"]["counters"]
                 assert counters["acceptance_rate"] == pytest.approx(accepted / (4 * len(steps)))
@@ -109,7 +120,9 @@ def test_report_matches_what_the_servers_sent(tmp_path, llmperf, monkeypatch):
         truth_sd = percentile([s.time_per_output_token_s for s in sent_during(sd, load_case(results, "run-1", "sd", test_case).case) if s.status == 200], 50)
         vs = figures["sd"]["vs_baseline"]
         assert close(vs["speedup_tpot"], truth_base / truth_sd) and vs["speedup_tpot"] > 1.3
-        assert vs["leviathan"]["acceptance_source"] == "/metrics" and vs["leviathan"]["cost_ratio_source"].startswith("assumed")
+        assert vs["leviathan"]["acceptance_source"] == "/metrics mean acceptance length"
+        assert close(vs["leviathan"]["tokens_per_step"], sum(sd_steps) / len(sd_steps))
+        assert vs["leviathan"]["cost_ratio_source"].startswith("assumed")
 
     structured = report["cases"]["structured"]
     # The failed request (arrival 3 on the SD server) killed an LLMPerf thread: LLMPerf's files
@@ -121,15 +134,13 @@ def test_report_matches_what_the_servers_sent(tmp_path, llmperf, monkeypatch):
     lossless = structured["sd"]["vs_baseline"]["lossless"]
     assert lossless["checked"] and lossless["compared"] == structured["sd"]["completed"]
     assert lossless["matching"] == lossless["compared"] - 1 and len(lossless["mismatched_requests"]) == 1
-    assert report["cases"]["sonnets"]["sd"]["vs_baseline"]["lossless"]["matching"] == \
-        report["cases"]["sonnets"]["sd"]["completed"]
 
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket="models")["Contents"]}
     for name in ("requests.jsonl", "case.json", "specdecode.json", "llmperf.stderr.txt"):
         assert f"results/run-1/sd/structured/{name}" in keys
     assert json.loads(s3.get_object(Bucket="models", Key="results/run-1/run.json")["Body"].read())["status"] == "complete"
     outputs = [d for d in published if d["MetricName"] == "OutputTokens" and d["Dimensions"][0]["Value"] == "sd"]
-    assert sum(sum(d["Counts"]) for d in outputs) == structured["sd"]["completed"] + report["cases"]["sonnets"]["sd"]["completed"]
+    assert sum(sum(d["Counts"]) for d in outputs) == structured["sd"]["completed"]
 
 
 def test_lost_threads_and_a_crash_are_counted_and_make_the_run_incomplete(tmp_path, llmperf):

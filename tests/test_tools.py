@@ -69,3 +69,11 @@ def test_sweep_finds_what_karpenter_left_and_nothing_else(monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "instances: i-" in out and "launch templates: lt-" in out and f"instance profiles: {cluster}_1234567890\n" in out
     assert "unrelated" not in out and "untagged" not in out and out.count("i-") == 1
+
+
+def test_the_sample_report_is_labelled_synthetic(tmp_path):
+    from tools import sample_report
+
+    assert sample_report.main(["--out", str(tmp_path / "sample"), "--png", str(tmp_path / "sample.png")]) == 0
+    text = (tmp_path / "sample" / "report.md").read_text()
+    assert "(SYNTHETIC)" in text and "### Seed 003" in text and (tmp_path / "sample.png").read_bytes()[:4] == b"\x89PNG"
