@@ -48,11 +48,12 @@ class RequestResult:
 
     @property
     def ok(self) -> bool:
-        return self.error is None and self.e2e_s is not None and self.ttft_s is not None
+        """Answered in full. A reply without content (no TTFT) is still a completed request."""
+        return self.error is None and self.e2e_s is not None
 
     @property
     def time_per_output_token_s(self) -> float | None:
-        if not self.ok or not self.output_tokens or self.output_tokens < 2:
+        if not self.ok or self.ttft_s is None or not self.output_tokens or self.output_tokens < 2:
             return None
         return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
 

@@ -32,6 +32,9 @@ def test_time_per_output_token_is_per_token_not_per_chunk():
     assert RequestResult.from_record(record(ttft=0.05, e2e=0.06, tokens=1)).time_per_output_token_s is None
     failed = RequestResult.from_record(record(0, 0.2, 0, error="HTTP 500: boom"))
     assert not failed.ok and failed.time_per_output_token_s is None and failed.output_throughput is None
+    # Answered, but with no content (an immediate end of sequence): completed, with no TTFT or TPOT.
+    empty = RequestResult.from_record(record(ttft=None, e2e=0.2, tokens=0))
+    assert empty.ok and empty.ttft_s is None and empty.time_per_output_token_s is None and empty.output_throughput == 0
 
 
 def seed_001_case(ttft: float, e2e: float, tokens: int, count: int = 10) -> list[dict]:
