@@ -18,7 +18,6 @@ its Ray actors).
 from __future__ import annotations
 
 import statistics
-from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
