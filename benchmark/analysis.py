@@ -1,4 +1,4 @@
-"""The figures of a run: per (test case, variant), and each SD variant against its baseline.
+"""The figures of a run: per (test case, variant), and each variant against the baseline it names.
 
 Sources (each figure says which it has):
 - "proxy": timed by the measuring proxy in the benchmark pod (TTFT, end-to-end, chunks);
@@ -182,16 +182,22 @@ def compare_run(results_dir: Path, run_id: str) -> dict[str, Any]:
         loaded = {v["name"]: load_case(results_dir, run_id, v["name"], test_case) for v in run["variants"]}
         figures = {v["name"]: case_figures(loaded[v["name"]], v) for v in run["variants"]}
         for variant in run["variants"]:
-            if variant["role"] != "sd" or variant.get("baseline") not in figures:
+            # Every variant that names a baseline is compared with it: an SD variant with the
+            # target it speeds up, and a baseline with another baseline (seed 004's FP8 target
+            # against the BF16 one). Draft acceptance and losslessness concern SD only.
+            if variant.get("baseline") not in figures:
                 continue
-            sd, base = figures[variant["name"]], figures[variant["baseline"]]
-            sd["vs_baseline"] = {
-                "speedup_tpot": ratio(base["tpot_s"]["p50"], sd["tpot_s"]["p50"]),
-                "speedup_e2e": ratio(base["e2e_s"]["p50"], sd["e2e_s"]["p50"]),
-                "throughput_ratio": ratio(sd["tokens_per_s"]["p50"], base["tokens_per_s"]["p50"]),
-                "leviathan": leviathan(sd, variant),
-                "lossless": lossless(loaded[variant["name"]], loaded[variant["baseline"]], sampling),
+            current, base = figures[variant["name"]], figures[variant["baseline"]]
+            comparison = {
+                "baseline": variant["baseline"],
+                "speedup_tpot": ratio(base["tpot_s"]["p50"], current["tpot_s"]["p50"]),
+                "speedup_e2e": ratio(base["e2e_s"]["p50"], current["e2e_s"]["p50"]),
+                "throughput_ratio": ratio(current["tokens_per_s"]["p50"], base["tokens_per_s"]["p50"]),
             }
+            if variant["role"] == "sd":
+                comparison["leviathan"] = leviathan(current, variant)
+                comparison["lossless"] = lossless(loaded[variant["name"]], loaded[variant["baseline"]], sampling)
+            current["vs_baseline"] = comparison
         cases[test_case] = figures
     return {**{k: run.get(k) for k in ("stack", "status", "reason", "startedAt", "finishedAt", "shape", "seed",
                                        "llmperfCommit")},

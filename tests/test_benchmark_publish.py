@@ -107,7 +107,3 @@ def test_reserved_namespace_is_refused():
     with pytest.raises(ValueError):
         publish.publish_data(Recorder(), "AWS/EC2", [{"Values": [1.0]}])
 
-
-def test_endpoint_comes_from_the_standard_environment(monkeypatch):
-    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:4566")
-    assert boto3.client("cloudwatch").meta.endpoint_url == "http://127.0.0.1:4566"

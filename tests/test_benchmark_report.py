@@ -8,7 +8,7 @@ from benchmark import acceptance, analysis, report
 from benchmark.results import RequestResult, percentile
 from benchmark.seeds import SEEDS
 
-from .results_files import SHAPE, record, write_case, write_run
+from .results_files import SHAPE, VARIANTS, record, write_case, write_run
 
 T0 = 1_795_000_000.0
 
@@ -221,3 +221,25 @@ def test_a_running_or_empty_results_directory(tmp_path):
     text = report.markdown(report.build_report(tmp_path))
     assert "## Run r1 (qwen3-32b-qwen3-0.6b): RUNNING (or its pod died before finishing: check the Job)" in text
     assert "finished not yet" in text
+
+
+def test_every_variant_is_compared_with_the_baseline_it_names(tmp_path):
+    """Seed 004's chain: a BF16 baseline, an FP8 baseline that names it, an SD variant on FP8.
+    The FP8 target is compared with BF16 (speedups only), SD with FP8 (and acceptance, lossless)."""
+    chain = [{**VARIANTS[0], "name": "base-bf16"},
+             {**VARIANTS[0], "name": "fp8", "baseline": "base-bf16", "quantization": "fp8"},
+             {**VARIANTS[1], "name": "sd-fp8", "baseline": "fp8", "quantization": "fp8"}]
+    write_run(tmp_path, "r1", {"counting": "c"}, variants=chain)
+    for name, e2e in (("base-bf16", 6.0), ("fp8", 4.0), ("sd-fp8", 2.0)):
+        write_case(tmp_path, "r1", name, "counting", [record(0.05, e2e, 100, chunks=100 if name != "sd-fp8" else 30)])
+    built = report.build_report(tmp_path)
+    figures = built["runs"]["r1"]["cases"]["counting"]
+    assert "vs_baseline" not in figures["base-bf16"]
+    fp8, sd = figures["fp8"]["vs_baseline"], figures["sd-fp8"]["vs_baseline"]
+    assert fp8["baseline"] == "base-bf16" and fp8["speedup_e2e"] == pytest.approx(6.0 / 4.0)
+    assert fp8["speedup_tpot"] == pytest.approx((6.0 - 0.05) / (4.0 - 0.05))
+    assert "leviathan" not in fp8 and "lossless" not in fp8
+    assert sd["baseline"] == "fp8" and sd["speedup_e2e"] == pytest.approx(4.0 / 2.0) and "leviathan" in sd
+    text = report.markdown(built)
+    assert f"| {fp8['speedup_tpot']:.2f}x vs base-bf16 | 1.50x vs base-bf16 |" in text
+    assert "| 2.00x vs fp8 |" in text
