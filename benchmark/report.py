@@ -24,7 +24,7 @@ SOURCES = (
     "summary, for reference only (its inter-token latency is per chunk and includes TTFT; its token counts are a "
     "Llama-2 re-tokenisation + 1); **Container Insights** = node-level Neuron metrics of the variant's devices; "
     "**approximate** = catalog list price; **assumed** = draft/target parameter ratio as the draft's relative cost. "
-    "TPOT = (end-to-end - TTFT) / (output tokens - 1) per request. Speedup = baseline / SD (above 1: SD is faster). "
+    "TPOT = (end-to-end - TTFT) / (output tokens - 1) per request. Speedup = the named baseline / the variant (above 1: the variant is faster). "
     "Implied acceptance and the Leviathan bound's a are the per-token rate that would give the tokens per step "
     "observed if draft tokens were accepted independently (Leviathan et al.); /metrics' acceptance is accepted / "
     "drafted tokens, lower when acceptance comes in runs.")

@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 
 from benchmark.report import write_report
+from stackconfig.catalog import INSTANCE_SHAPES
 
 RUN_ID = "20261120T090000Z-synthetic"
 START = 1_795_000_000.0
@@ -23,7 +24,8 @@ CASES = {"repeat-line-50-times": "Repeat the next line exactly 50 times", "meani
 SHAPE = {"inputTokens": 64, "outputTokens": 600, "concurrency": 4, "requestsPerTestCase": 20, "requestTimeoutSeconds": 3600,
          "samplingParams": {"temperature": 0}}
 VARIANT = {"target": "Qwen/Qwen3-32B", "servedModelName": "Qwen/Qwen3-32B", "quantization": "none", "devices": 8,
-           "costPerHourUsd": 22.35, "targetParamsBillion": 32.8}
+           # Half a node's catalog price, as components/benchmark.py variant_config computes it.
+           "costPerHourUsd": INSTANCE_SHAPES["trn2.48xlarge"].approx_hourly_usd * 8 / 16, "targetParamsBillion": 32.8}
 VARIANTS = [{**VARIANT, "name": "base", "role": "baseline", "baseline": None, "draft": None, "numSpeculativeTokens": None,
              "draftParamsBillion": None},
             {**VARIANT, "name": "sd", "role": "sd", "baseline": "base", "draft": "Qwen/Qwen3-1.7B", "numSpeculativeTokens": 7,
