@@ -11,9 +11,9 @@ Sources (each figure says which it has):
 
 Statistics follow LLMPerf's summary: linear-interpolation percentiles, sample standard deviation,
 overall output throughput = all output tokens / the case's wall time, completed requests per
-minute = completed / wall time x 60 (research llmperf.md section 1.6). The wall time here runs
-from the first request reaching the proxy to the last one ending (LLMPerf's also counts starting
-its Ray actors).
+minute = completed / wall time x 60 (ray-project/llmperf@f1d6bed:token_benchmark_ray.py
+metrics_summary, with pandas' default quantile and std). The wall time here runs from the first
+request reaching the proxy to the last one ending (LLMPerf's also counts starting its Ray actors).
 """
 from __future__ import annotations
 

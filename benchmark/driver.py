@@ -51,7 +51,8 @@ Runner = Callable[[list[str], dict[str, str], Path, Path, float], int]
 """(argv, extra environment, working directory, case folder for stdout/stderr, deadline in
 seconds) -> exit code."""
 TIMED_OUT = 124  # as coreutils' timeout(1)
-# LLMPerf starts a local Ray instance before it sends anything (research llmperf.md 1.2).
+# LLMPerf starts a local Ray instance before it sends anything
+# (ray-project/llmperf@f1d6bed:token_benchmark_ray.py, ray.init under __main__).
 STARTUP_ALLOWANCE_S = 600
 
 
@@ -92,7 +93,8 @@ def wait_for_endpoints(variants: list[dict], healthy: Callable[[str], bool], tim
 
 
 def llmperf_command(python: str, variant: dict, shape: dict, out_dir: Path) -> list[str]:
-    """LLMPerf's own CLI (FACTS.md "LLMPerf"; research llmperf.md section 1.2)."""
+    """LLMPerf's own CLI (FACTS.md "LLMPerf"; ray-project/llmperf@f1d6bed:token_benchmark_ray.py argparse
+    flags)."""
     runs = math.ceil(shape["requestsPerTestCase"] / shape["concurrency"])
     return [
         python, "token_benchmark_ray.py",
@@ -111,7 +113,8 @@ def llmperf_command(python: str, variant: dict, shape: dict, out_dir: Path) -> l
 def llmperf_environment(base_url: str, llmperf_dir: Path) -> dict[str, str]:
     return {
         "OPENAI_API_BASE": base_url, "OPENAI_API_KEY": "not-used",
-        # Run from src/: LLMPerf's pyproject refuses `pip install` on Python 3.11 (research llmperf.md 4.1).
+        # Run from src/: LLMPerf's pyproject refuses `pip install` on Python 3.11
+        # (ray-project/llmperf@f1d6bed:pyproject.toml requires-python ">=3.8, <3.11").
         "PYTHONPATH": str(llmperf_dir / "src"),
         "RAY_USAGE_STATS_ENABLED": "0",
     }

@@ -15,9 +15,10 @@ must hash to the commit's tree id. Nothing patches LLMPerf (the driver measures 
 benchmark/proxy.py), so there is no patch to check.
 
 LLMPerf loads `hf-internal-testing/llama-tokenizer` from the Hugging Face hub when it is imported
-(research llmperf.md section 3). It is downloaded once, stored under the bucket's cache prefix
-with a manifest of sha256 sums written last, and restored from there on every later run; the
-driver then runs LLMPerf with HF_HUB_OFFLINE=1.
+(ray-project/llmperf@f1d6bed:src/llmperf/utils.py, the tokenizer default argument of
+randomly_sample_sonnet_lines_prompt). It is downloaded once, stored under the bucket's cache
+prefix with a manifest of sha256 sums written last, and restored from there on every later run;
+the driver then runs LLMPerf with HF_HUB_OFFLINE=1.
 """
 from __future__ import annotations
 

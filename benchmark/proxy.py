@@ -2,10 +2,13 @@
 
 The driver starts one per (test case, variant) on 127.0.0.1 in the pod and points LLMPerf's
 OPENAI_API_BASE at it. Why a proxy rather than patching LLMPerf (FACTS.md "LLMPerf, measured";
-research llmperf.md sections 2 and 5):
+ray-project/llmperf@f1d6bed:token_benchmark_ray.py get_token_throughput_latencies and
+src/llmperf/ray_clients/openai_chat_completions_client.py llm_request; Neuron's patch,
+aws-neuron/aws-neuron-sdk@81ce03a:src/benchmark/helper_scripts/neuron_perf.patch):
 - LLMPerf counts output tokens by re-tokenising the text with a Llama-2 tokenizer (+1 for BOS)
   whatever model is served; the server knows the real count. The proxy asks vLLM for it by adding
-  `"stream_options": {"include_usage": true}` and reads the final usage chunk (`choices: []`).
+  `"stream_options": {"include_usage": true}` and reads the final usage chunk (`choices: []`;
+  vllm-project/vllm@003fe59:vllm/entrypoints/openai/serving_chat.py chat_completion_stream_generator).
 - A failed request kills LLMPerf's worker thread (ZeroDivisionError) before it is recorded, and
   LLMPerf exits 1 with no files when all fail. The proxy records every request, failed or not,
   including the up to concurrency-1 extra requests LLMPerf discards.
@@ -14,9 +17,10 @@ research llmperf.md sections 2 and 5):
   failure handling and never reads server usage; and applying any patch needs LLMPerf's code as
   context, which this repository may not carry. LLMPerf itself therefore runs unmodified.
 
-The usage-only chunk is not passed on: unmodified LLMPerf indexes `choices[0]` of every chunk and
-would fail every request on it (research llmperf.md section 6). Everything else is forwarded as it
-arrives, one SSE line per HTTP chunk, so LLMPerf's own timings stay meaningful for reference.
+The usage-only chunk is not passed on: unmodified LLMPerf indexes `choices[0]` of every chunk
+(llm_request at f1d6bed) and would fail every request on it (observed running f1d6bed against a
+test server). Everything else is forwarded as it arrives, one SSE line per HTTP chunk, so
+LLMPerf's own timings stay meaningful for reference.
 
 Per request the proxy writes one JSON line: wall-clock start, TTFT and end-to-end time measured
 here (the same pod as LLMPerf, so network to the server is included as LLMPerf would see it),
@@ -44,7 +48,8 @@ NOT_PART_OF_THE_QUESTION = ("model", "stream_options")
 
 def request_digest(body: dict[str, Any]) -> str:
     """Identifies a prompt and its sampling settings across variants (LLMPerf rebuilds the same
-    prompts for every run: it seeds its sampler with 11111, research llmperf.md section 3)."""
+    prompts for every run: it seeds its sampler with 11111, ray-project/llmperf@f1d6bed:
+    token_benchmark_ray.py get_token_throughput_latencies)."""
     question = {k: v for k, v in body.items() if k not in NOT_PART_OF_THE_QUESTION}
     return hashlib.sha256(json.dumps(question, sort_keys=True).encode()).hexdigest()
 

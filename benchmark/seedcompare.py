@@ -64,7 +64,8 @@ def _measured(figure: Published, stat: str, case: CaseResult, figures: dict[str,
 
 
 def _llmperf(figure: Published, stat: str, case: CaseResult) -> float | None:
-    """LLMPerf's own value, from the run's summary file (research llmperf.md 1.5 key names)."""
+    """LLMPerf's own value, from the run's summary file (key names: ray-project/llmperf@f1d6bed:
+    token_benchmark_ray.py metrics_summary, joined with "_" by src/llmperf/utils.py flatten_dict)."""
     summary = case.llmperf_summary or {}
     if figure.metric in ("mean_output_throughput_token_per_s", "num_completed_requests_per_min"):
         key = f"results_{figure.metric}"

@@ -189,7 +189,8 @@ SEEDS: dict[str, Seed] = {
             Published("num_completed_requests_per_min", "sd", {"value": 4.025311055357918}, f"{_S004}:553"),
         ),
         notes=(f"Seed 004 applied Neuron's LLMPerf patch ({_S004}:207-208,449-450), whose inter-token latency is "
-               "per output token and excludes TTFT (research llmperf.md section 5), close to this report's TPOT.",
+               "per output token and excludes TTFT (aws-neuron/aws-neuron-sdk@81ce03a:"
+               "src/benchmark/helper_scripts/neuron_perf.patch), close to this report's TPOT.",
                f"The SD variant also switches to FP8 weights ({_S004}:9), so its text is not expected to match the "
                "BF16 baseline's."),
     ),

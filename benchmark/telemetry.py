@@ -14,14 +14,20 @@ NeuronDevice dimension (amazon-contributing/opentelemetry-collector-contrib,
 receiver/awscontainerinsightreceiver/internal/neuron/neuron_monitor_scraper_config.go relabels
 neuron_device_index to NeuronDevice and neuroncore to NeuronCore).
 
-Telemetry: with DRA, Container Insights attributes Neuron metrics to nodes only (research neuron.md
-5.2). Its node-level metrics node_neuroncore_utilization (percent, 0-100) and
+Telemetry: with DRA, Container Insights attributes Neuron metrics to nodes only: it maps a device
+to its pod by the device plugin's resource names (aws.amazon.com/neuroncore, neurondevice, neuron),
+which DRA allocations lack (amazon-contributing/opentelemetry-collector-contrib@f1178c1:
+receiver/awscontainerinsightreceiver/internal/neuron/pod_attribute_decorator.go; read from the
+code, not observed). Its node-level metrics node_neuroncore_utilization (percent, 0-100) and
 node_neuroncore_memory_usage_total (bytes, per core) carry the dimensions {ClusterName,
 InstanceType, InstanceId, NodeName, NeuronDevice, NeuronCore} in namespace ContainerInsights
-(neuron.md 5.3). The driver lists those series for the variant's node, keeps the variant's
-devices, and reads them for the case's window with GetMetricData: utilization is the mean over the
-variant's cores, device memory used the sum over them, per period. Container Insights collects
-every 60 s and CloudWatch ingests with a delay, so the read is retried for a bounded time.
+(aws/amazon-cloudwatch-agent@ab55b8d:translator/translate/otel/exporter/awsemf/, kubernetes.go
+getAwsNeuronMetricDeclarations and awsemf_default_kubernetes.yaml; percent:
+plugins/processors/awsneuron/README.md). The driver lists those series for the variant's node,
+keeps the variant's devices, and reads them for the case's window with GetMetricData: utilization
+is the mean over the variant's cores, device memory used the sum over them, per period. Container
+Insights collects every 60 s and CloudWatch ingests with a delay, so the read is retried for a
+bounded time.
 """
 from __future__ import annotations
 

@@ -62,15 +62,17 @@ HUGGING_FACE_TOKEN_KEY = "huggingFaceToken"
 UNKNOWN_MODEL = ModelInfo("", gated=False, params_billion=0)
 """Stands in for a model id already reported as unknown, so parsing can go on collecting problems."""
 # Python 3.11: the version benchmark/requirements-pod.lock was resolved and install-tested for
-# (research llmperf.md section 4.2); LLMPerf runs unchanged on 3.11 from src/ (FACTS.md "LLMPerf,
-# measured"). Tag listed in docker-library/official-images library/python (3.11.14-slim-bookworm);
+# (header of benchmark/requirements-pod.in); LLMPerf runs unchanged on 3.11 from src/ (FACTS.md
+# "LLMPerf, measured"). Tag listed in docker-library/official-images library/python (3.11.14-slim-bookworm);
 # public.ecr.aws/docker/library mirrors the Docker official images.
 DEFAULT_BENCHMARK_IMAGE = "public.ecr.aws/docker/library/python:3.11.14-slim-bookworm"
 LLMPERF_COMMIT = "f1d6bed47e4501b0e371082b41601b59ab55269f"
 DEFAULT_SAMPLING_PARAMS = {"temperature": 0}
 MIN_INPUT_TOKENS = 40
 # Request fields the benchmark itself sets: LLMPerf sends model, messages, stream and max_tokens
-# (the shape), and the measuring proxy adds stream_options (research llmperf.md section 2.1).
+# (the shape; ray-project/llmperf@f1d6bed:src/llmperf/ray_clients/openai_chat_completions_client.py
+# llm_request, max_tokens from token_benchmark_ray.py launch_request), and the measuring proxy adds
+# stream_options (benchmark/proxy.py with_usage).
 RESERVED_SAMPLING_KEYS = ("max_tokens", "messages", "model", "stream", "stream_options")
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
@@ -595,7 +597,9 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
     if input_tokens and input_tokens < MIN_INPUT_TOKENS:
         # LLMPerf redraws a prompt length until it covers its own prompt template; with the
         # driver's stddev 0 a shorter target never does and LLMPerf spins without sending a
-        # request (seen running f1d6bed). It warns below 40 itself (research llmperf.md 1.2).
+        # request (seen running f1d6bed; the redraw loop is in src/llmperf/utils.py
+        # randomly_sample_sonnet_lines_prompt). It warns below 40 itself (token_benchmark_ray.py
+        # run_token_benchmark).
         s.problem("inputTokens", f"{input_tokens} is below {MIN_INPUT_TOKENS}: LLMPerf's prompt template alone is longer, and it would never start")
     output_tokens = s.integer("outputTokens", low=2)
     if input_tokens and output_tokens and serving.max_model_len and input_tokens + output_tokens > serving.max_model_len:

@@ -1,6 +1,7 @@
 """OpenAI-compatible streaming test servers on 127.0.0.1 that remember exactly what they sent.
 
-They stream chat completions the way vLLM's OpenAI server does (research llmperf.md section 6):
+They stream chat completions the way vLLM's OpenAI server does (vllm-project/vllm@003fe59:
+vllm/entrypoints/openai/serving_chat.py chat_completion_stream_generator):
 a role chunk with empty content, then content chunks, the last carrying finish_reason, then, when
 the request asks for `stream_options.include_usage`, a chunk with `"choices": []` and `usage`, then
 `data: [DONE]`. The first content chunk holds the prefill's one token; every later chunk is one

@@ -1,5 +1,6 @@
 """benchmark.proxy against a streaming test server on 127.0.0.1, with `requests` as the client
-(what LLMPerf's OpenAI client uses: research llmperf.md section 2.1)."""
+(what LLMPerf's OpenAI client uses: ray-project/llmperf@f1d6bed:
+src/llmperf/ray_clients/openai_chat_completions_client.py llm_request)."""
 import json
 import socket
 import time

@@ -2,11 +2,11 @@
 
 Real LLMPerf cannot be installed from the package registries, and its code may not be copied into
 this repository, so this is written from the behaviour recorded in FACTS.md "LLMPerf, measured"
-(F below) and research llmperf.md (R), which ran the real code. It keeps the real interface
-(flags, environment, output files and keys) and reproduces the arithmetic and failure behaviour the
-driver has to survive. It talks real HTTP (`requests`, as LLMPerf does) and uses threads where
-LLMPerf uses one Ray actor per thread. Bounded: every request has a timeout, and the run stops at
---timeout.
+(F below) and from its code (the files and functions named below are in
+ray-project/llmperf@f1d6bed). It keeps the real interface (flags, environment, output files and
+keys) and reproduces the arithmetic and failure behaviour the driver has to survive. It talks real
+HTTP (`requests`, as LLMPerf does) and uses threads where LLMPerf uses one Ray actor per thread.
+Bounded: every request has a timeout, and the run stops at --timeout.
 """
 import argparse
 import json
@@ -22,18 +22,19 @@ import requests
 
 PROMPT_TEMPLATE = "Randomly stream lines from the following text with {n} output tokens. Don't generate eos tokens:\n\n"
 SUMMARY_METRICS = ("inter_token_latency_s", "ttft_s", "end_to_end_latency_s", "request_output_throughput_token_per_s",
-                   "number_input_tokens", "number_output_tokens")  # R 1.5, in this order
+                   "number_input_tokens", "number_output_tokens")  # metrics_summary's order
 
 
 def llama_count(text):
     """Stand-in for `len(LlamaTokenizerFast(hf-internal-testing/llama-tokenizer).encode(text))`: a
     tokenizer that is not the served model's, plus 1 for the start token it adds, so an empty text
-    counts 1 (F: "number_output_tokens = the Llama-2 tokenizer count ... plus 1"; R 2.2)."""
+    counts 1 (F: "number_output_tokens = the Llama-2 tokenizer count ... plus 1"; token_benchmark_ray.py
+    launch_request)."""
     return len(re.findall(r"\w+|[^\w\s]", text)) + 1
 
 
 def sample_positive_int(mean, stddev):
-    """R 3: int(gauss) redrawn until positive."""
+    """src/llmperf/utils.py sample_random_positive_int: int(gauss) redrawn until positive."""
     while True:
         value = int(random.gauss(mean, stddev))
         if value > 0:
@@ -41,7 +42,8 @@ def sample_positive_int(mean, stddev):
 
 
 def build_prompt(mean_input, stddev_input, output_tokens, lines):
-    """R 3: the template, then shuffled lines until the target length, the last cut by characters.
+    """src/llmperf/utils.py randomly_sample_sonnet_lines_prompt: the template, then shuffled lines
+    until the target length, the last cut by characters.
     Each line's count includes a start token, so prompts come out a few tokens short (F)."""
     target = sample_positive_int(mean_input, stddev_input)
     prompt = PROMPT_TEMPLATE.format(n=output_tokens)
@@ -59,7 +61,8 @@ def build_prompt(mean_input, stddev_input, output_tokens, lines):
 
 
 def send(body, prompt_tokens):
-    """One request as LLMPerf's OpenAI client makes it (R 2.1-2.3)."""
+    """One request as LLMPerf's OpenAI client makes it
+    (src/llmperf/ray_clients/openai_chat_completions_client.py llm_request)."""
     base = os.environ["OPENAI_API_BASE"]
     url = base + ("" if base.endswith("/") else "/") + "chat/completions"
     metrics = {"error_code": None, "error_msg": "", "inter_token_latency_s": 0, "ttft_s": 0, "end_to_end_latency_s": 0,
@@ -78,15 +81,15 @@ def send(body, prompt_tokens):
             line = line.strip()
             if not line:
                 continue
-            line = line[6:]  # the "data: " prefix, unchecked (R 2.2)
+            line = line[6:]  # the "data: " prefix, unchecked (llm_request)
             if line == b"[DONE]":
                 continue
-            tokens_received += 1  # every other line counts, role chunk included (F, R 2.2)
+            tokens_received += 1  # every other line counts, role chunk included (F; llm_request)
             data = json.loads(line)
             if "error" in data:
                 metrics["error_msg"], metrics["error_code"] = data["error"]["message"], data["error"]["code"]
                 raise RuntimeError(data["error"]["message"])
-            delta = data["choices"][0]["delta"]  # IndexError on a usage-only chunk (R 6)
+            delta = data["choices"][0]["delta"]  # IndexError on a usage-only chunk (llm_request)
             if delta.get("content"):
                 now = time.monotonic()
                 if not ttft:
@@ -100,7 +103,7 @@ def send(body, prompt_tokens):
         metrics.update(inter_token_latency_s=sum(gaps), ttft_s=ttft, end_to_end_latency_s=total,
                        request_output_throughput_token_per_s=tokens_received / total,
                        number_output_tokens=tokens_received, number_total_tokens=tokens_received + prompt_tokens)
-    except Exception as error:  # R 2.3: error_code stays -1 unless set before the raise
+    except Exception as error:  # llm_request: error_code stays -1 unless set before the raise
         metrics["error_msg"] = metrics["error_msg"] or str(error)
         metrics["error_code"] = metrics["error_code"] if metrics["error_code"] is not None else -1
         metrics["number_output_tokens"] = tokens_received
@@ -110,8 +113,9 @@ def send(body, prompt_tokens):
 
 
 def post_process(metrics, text):
-    """R 2.2 and 2.4: the thread's overwrite. A failed request has empty text, which still counts 1,
-    so the ITL division by 0 chunks raises ZeroDivisionError and kills the thread (F)."""
+    """token_benchmark_ray.py launch_request: the thread's overwrite. A failed request has empty
+    text, which still counts 1, so the ITL division by 0 chunks raises ZeroDivisionError and kills
+    the thread (F)."""
     output_tokens = llama_count(text)
     if output_tokens:
         metrics["inter_token_latency_s"] /= metrics["number_output_tokens"]
@@ -124,7 +128,7 @@ def post_process(metrics, text):
 
 
 def run(args):
-    random.seed(11111)  # R 3: every run builds the same prompts
+    random.seed(11111)  # get_token_throughput_latencies: every run builds the same prompts
     sampling = json.loads(args.additional_sampling_params)
     lines = (Path(__file__).parent / "src" / "llmperf" / "sonnet.txt").read_text().splitlines(keepends=True)
     prompts = []
@@ -135,7 +139,8 @@ def run(args):
     start = time.monotonic()
 
     def worker(index):
-        # R 2.5: one request at a time per thread; the count is read without the lock, so up to
+        # launch_request (one client per thread; src/llmperf/requests_launcher.py submits only to a
+        # free one): one request at a time per thread; the count is read without the lock, so up to
         # concurrency - 1 extra requests are in flight when it is reached, and their results dropped (F).
         while time.monotonic() - start < args.timeout and len(completed) < args.max_num_completed_requests:
             (prompt, prompt_tokens), output_tokens = prompts[index]
@@ -154,7 +159,8 @@ def run(args):
         thread.join()
     elapsed = time.monotonic() - start
     if not completed:
-        # R 2.6: pandas' df["error_code"] on an empty frame; uncaught, so exit status 1 and no files.
+        # metrics_summary: pandas' df["error_code"] on an empty frame; uncaught, so exit status 1 and
+        # no files (F).
         raise KeyError("error_code")
     return completed, summary(args, completed, elapsed, sampling)
 
@@ -168,7 +174,8 @@ def quantile(values, q):
 
 
 def summary(args, completed, elapsed, sampling):
-    """R 1.5-1.6: flattened keys; metrics over non-errored rows; sample stddev, NaN for one value."""
+    """metrics_summary, flattened by src/llmperf/utils.py flatten_dict: metrics over non-errored
+    rows; sample stddev, NaN for one value."""
     ok = [r for r in completed if r["error_code"] is None]
     result = {"version": "2023-08-31", "name": f"{file_stem(args)}_summary", "model": args.model,
               "mean_input_tokens": args.mean_input_tokens, "stddev_input_tokens": args.stddev_input_tokens,
@@ -181,7 +188,9 @@ def summary(args, completed, elapsed, sampling):
         for q in (25, 50, 75, 90, 95, 99):
             result[f"results_{metric}_quantiles_p{q}"] = quantile(values, q / 100)
         stddev = (sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else float("nan")
-        integer = metric.startswith("number_")  # numpy int64 min/max are written as strings (R 1.5)
+        # numpy int64 min/max are written as strings (run_token_benchmark dumps with default=str;
+        # observed running f1d6bed against a test server)
+        integer = metric.startswith("number_")
         result.update({f"results_{metric}_mean": mean, f"results_{metric}_min": str(min(values)) if integer else min(values),
                        f"results_{metric}_max": str(max(values)) if integer else max(values), f"results_{metric}_stddev": stddev})
     result.update({
@@ -195,13 +204,13 @@ def summary(args, completed, elapsed, sampling):
 
 
 def file_stem(args):
-    """R 1.3: runs of [^\\w\\d-] become "-", then runs of "-" collapse."""
+    """run_token_benchmark: runs of [^\\w\\d-] become "-", then runs of "-" collapse."""
     stem = re.sub(r"[^\w\d-]+", "-", f"{args.model}_{args.mean_input_tokens}_{args.mean_output_tokens}")
     return re.sub(r"-{2,}", "-", stem)
 
 
 def main():
-    parser = argparse.ArgumentParser()  # R 1.2
+    parser = argparse.ArgumentParser()  # the flags of token_benchmark_ray.py
     parser.add_argument("--model", required=True)
     parser.add_argument("--mean-input-tokens", type=int, default=550)
     parser.add_argument("--stddev-input-tokens", type=int, default=150)
@@ -216,7 +225,7 @@ def main():
     parser.add_argument("--metadata", default="")
     args = parser.parse_args()
     completed, result = run(args)
-    if args.results_dir:  # R 1.3: nothing is written without --results-dir
+    if args.results_dir:  # run_token_benchmark: nothing is written without --results-dir
         out = Path(args.results_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / f"{file_stem(args)}_summary.json").write_text(json.dumps(result, indent=4, default=str))
