@@ -3,8 +3,11 @@
 Real LLMPerf cannot be installed from the package registries, and its code may not be copied into
 this repository, so this is written from the behaviour recorded in FACTS.md "LLMPerf, measured"
 (F below) and from its code (the files and functions named below are in
-ray-project/llmperf@f1d6bed). It keeps the real interface (flags, environment, output files and
-keys) and reproduces the arithmetic and failure behaviour the driver has to survive. It talks real
+ray-project/llmperf@f1d6bed). It keeps the interface the driver uses (flags, environment, output
+files and keys) and reproduces the arithmetic and failure behaviour the driver has to survive.
+Where the driver never goes it is simpler than f1d6bed: it ignores --metadata, does not flatten
+nested sampling params, and does not spin on a target shorter than its prompt template (the
+config rejects inputTokens below 40). It talks real
 HTTP (`requests`, as LLMPerf does) and uses threads where LLMPerf uses one Ray actor per thread.
 Bounded: every request has a timeout, and the run stops at --timeout.
 """
