@@ -13,8 +13,8 @@ aws-neuron/aws-neuron-sdk@81ce03a:src/benchmark/helper_scripts/neuron_perf.patch
   LLMPerf exits 1 with no files when all fail. The proxy records every request, failed or not,
   including the up to concurrency-1 extra requests LLMPerf discards.
 - Neuron's own LLMPerf patch (NxD Inference "LLM Inference benchmarking guide",
-  llm_perf_patch_changes) changes the ITL arithmetic (TTFT out of the sum, per token) and adds --tokenizer, but keeps that
-  failure handling and never reads server usage; and applying any patch needs LLMPerf's code as
+  llm_perf_patch_changes) changes the ITL arithmetic (TTFT out of the sum, per token) and adds
+  --tokenizer, but keeps that failure handling and never reads server usage; and applying any patch needs LLMPerf's code as
   context, which this repository may not carry. LLMPerf itself therefore runs unmodified.
 
 The usage-only chunk is not passed on: unmodified LLMPerf indexes `choices[0]` of every chunk
