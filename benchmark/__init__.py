@@ -1,6 +1,7 @@
-"""Container-side benchmark code: driver (runs LLMPerf), publish (CloudWatch), report (tables/charts).
+"""The benchmark: pod side (podsetup, driver, proxy, acceptance, telemetry, publish, with results
+and analysis) and operator side (report, seedcompare, seeds).
 
-The driver and publisher run in the benchmark pod (Python 3.10, shipped by ConfigMap); the
-report runs wherever results are downloaded. Only the standard library and boto3 are needed,
-plus matplotlib for report.png.
+The pod-side modules run in the benchmark pod (Python 3.11, shipped by ConfigMap) with the
+standard library and the hash-locked boto3 of requirements-pod.lock; report.py runs wherever
+results are downloaded and needs matplotlib for report.png.
 """

@@ -1,12 +1,24 @@
-"""Run LLMPerf against every variant for every test case, then publish and upload the run.
+"""Run LLMPerf against every variant for every test case, measuring through a proxy, and keep
+every result in S3 as soon as it exists.
 
     python -m benchmark.driver --config run-config.json --results-dir /results \
         --llmperf-dir /opt/llmperf [--run-id ID] [--namespace NS] [--bucket B --prefix results/]
 
-Waits until every variant's /health answers, then for each test case runs each variant in turn
-(interleaved, so drift over a long run hits all variants alike). LLMPerf builds prompts from
-lines of its sonnet.txt; a test case replaces that file with its prompt, as the sample did. A
-failed LLMPerf run is recorded and the benchmark goes on: the report shows it as missing data.
+1. run.json (status "running") is written and uploaded before anything else, then again after
+   every case with the cases so far.
+2. Wait until every variant's /health answers.
+3. For each test case, each variant in turn (interleaved, so drift over a long run hits all variants
+   alike): locate the variant's pod and Neuron devices, read its speculative-decoding counters,
+   run LLMPerf (unmodified, its flags, files and keys as upstream) through a measuring proxy
+   (benchmark/proxy.py) with its stdout/stderr kept in the case folder, read the counters again,
+   publish the case to CloudWatch and upload the case folder. The devices' Neuron telemetry is
+   read in the background once CloudWatch has it, then published and uploaded.
+4. run.json gets status "complete", "incomplete" (a case completed fewer requests than asked) or
+   "failed" (with the reason: endpoints never healthy, SIGTERM at the Job's deadline, ...) and is
+   uploaded; the exit code is 0 only for "complete", so the Job shows the failure.
+
+LLMPerf builds prompts from lines of its sonnet.txt; a test case replaces that file with its prompt,
+as the sample did.
 """
 from __future__ import annotations
 
@@ -14,19 +26,38 @@ import argparse
 import json
 import math
 import os
+import re
+import signal
 import subprocess
 import sys
 import time
+import traceback
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from .results import RUN_FILE, case_dir
+from . import acceptance
+from .proxy import RECORDS_FILE, MeasuringProxy
+from .publish import case_metric_data, telemetry_metric_data
+from .results import CASE_FILE, RUN_FILE, SPECDECODE_FILE, STDERR_FILE, STDOUT_FILE, TELEMETRY_FILE, case_dir, load_case
 
 PROMPT_FILE = Path("src/llmperf/sonnet.txt")
 PROMPT_LINES = 400  # enough lines for LLMPerf to sample the longest configured input from
-Runner = Callable[[list[str], dict[str, str], Path], int]
+_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*$")
+Runner = Callable[[list[str], dict[str, str], Path, Path, float], int]
+"""(argv, extra environment, working directory, case folder for stdout/stderr, deadline in
+seconds) -> exit code."""
+TIMED_OUT = 124  # as coreutils' timeout(1)
+# LLMPerf starts a local Ray instance before it sends anything
+# (ray-project/llmperf@f1d6bed:token_benchmark_ray.py, ray.init under __main__).
+STARTUP_ALLOWANCE_S = 600
+
+
+class Terminated(Exception):
+    """The pod is being stopped (SIGTERM: the Job's activeDeadlineSeconds, or a deletion)."""
 
 
 def utc_now() -> str:
@@ -62,6 +93,8 @@ def wait_for_endpoints(variants: list[dict], healthy: Callable[[str], bool], tim
 
 
 def llmperf_command(python: str, variant: dict, shape: dict, out_dir: Path) -> list[str]:
+    """LLMPerf's own CLI (FACTS.md "LLMPerf"; ray-project/llmperf@f1d6bed:token_benchmark_ray.py argparse
+    flags)."""
     runs = math.ceil(shape["requestsPerTestCase"] / shape["concurrency"])
     return [
         python, "token_benchmark_ray.py",
@@ -73,61 +106,215 @@ def llmperf_command(python: str, variant: dict, shape: dict, out_dir: Path) -> l
         "--timeout", str(shape["requestTimeoutSeconds"] * runs),
         "--results-dir", str(out_dir),
         "--llm-api", "openai",
-        "--additional-sampling-params", json.dumps({"temperature": 0}),
+        "--additional-sampling-params", json.dumps(shape["samplingParams"]),
     ]
 
 
-def subprocess_runner(argv: list[str], env: dict[str, str], cwd: Path) -> int:
-    return subprocess.run(argv, env={**os.environ, **env}, cwd=cwd).returncode
+def llmperf_environment(base_url: str, llmperf_dir: Path) -> dict[str, str]:
+    return {
+        "OPENAI_API_BASE": base_url, "OPENAI_API_KEY": "not-used",
+        # Run from src/: LLMPerf's pyproject refuses `pip install` on Python 3.11
+        # (ray-project/llmperf@f1d6bed:pyproject.toml requires-python ">=3.8, <3.11").
+        "PYTHONPATH": str(llmperf_dir / "src"),
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
 
 
-def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, llmperf_dir: Path,
-                  runner: Runner = subprocess_runner, python: str = sys.executable) -> Path:
-    """Run every (test case, variant) pair; write LLMPerf's files and run.json. Returns the run dir."""
+def llmperf_deadline_s(shape: dict) -> float:
+    """LLMPerf checks its --timeout only between requests, and can loop before sending any (it
+    redraws a prompt length below its template's forever when stddev is 0), so the driver bounds
+    it: its own timeout, one more request in flight, and Ray's start."""
+    runs = math.ceil(shape["requestsPerTestCase"] / shape["concurrency"])
+    return shape["requestTimeoutSeconds"] * (runs + 1) + STARTUP_ALLOWANCE_S
+
+
+def subprocess_runner(argv: list[str], env: dict[str, str], cwd: Path, out_dir: Path, deadline_s: float) -> int:
+    """Run LLMPerf in a session of its own, so that when it ends, times out or the pod is being
+    stopped, the Ray processes it started go with it (a killed LLMPerf leaves them running)."""
+    with (out_dir / STDOUT_FILE).open("w") as stdout, (out_dir / STDERR_FILE).open("w") as stderr:
+        process = subprocess.Popen(argv, env={**os.environ, **env}, cwd=cwd, stdout=stdout, stderr=stderr,
+                                   start_new_session=True)
+        try:
+            return process.wait(timeout=deadline_s)
+        except subprocess.TimeoutExpired:
+            stderr.write(f"\nTimeoutError: LLMPerf did not finish within {deadline_s:.0f} s; the driver stopped it\n")
+            return TIMED_OUT
+        finally:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # LLMPerf and everything it started have already exited
+            process.wait()
+
+
+def last_error_line(stderr: str) -> str | None:
+    """The last line of LLMPerf's stderr naming an exception (e.g. "KeyError: 'error_code'")."""
+    lines = [line.strip() for line in stderr.splitlines() if _ERROR_LINE.match(line.strip())]
+    return lines[-1] if lines else None
+
+
+def thread_deaths(stderr: str) -> int:
+    """LLMPerf worker threads that died: Python's threading.excepthook prints "Exception in thread"
+    (a failed request raises ZeroDivisionError in its thread: FACTS.md "LLMPerf, measured")."""
+    return stderr.count("Exception in thread")
+
+
+@dataclass
+class Hooks:
+    """The outside world, so tests can stand in for any part of it."""
+
+    runner: Runner = subprocess_runner
+    healthy: Callable[[str], bool] = http_healthy
+    wait_timeout_s: float = 12 * 3600
+    scrape: Callable[[str], str] = acceptance.scrape
+    locate: Callable[[dict], dict] = lambda variant: {"error": "not running in a Kubernetes cluster"}
+    upload: Callable[[Path], None] = lambda path: None
+    publish: Callable[[list[dict]], None] = lambda data: None
+    telemetry: Callable[[dict, float, float], dict] | None = None
+    python: str = sys.executable
+    upload_errors: list[str] = field(default_factory=list)
+
+    def save(self, path: Path, content: Any) -> None:
+        """Write a JSON file and upload it at once."""
+        path.write_text(json.dumps(content, indent=2, sort_keys=True) + "\n")
+        self.keep(path)
+
+    def keep(self, path: Path) -> None:
+        try:
+            self.upload(path)
+        except Exception as error:  # an upload failure must not stop the benchmark; it fails the Job at the end
+            self.upload_errors.append(f"{path}: {type(error).__name__}: {error}")
+            print(f"WARNING: could not upload {path}: {error}", flush=True)
+
+
+def counters(hooks: Hooks, endpoint: str) -> dict[str, Any]:
+    try:
+        return acceptance.parse_counters(hooks.scrape(endpoint))
+    except OSError as error:
+        return {"error": f"/metrics unreadable: {error}"}
+
+
+def run_case(config: dict, variant: dict, test_case: str, results_dir: Path, run_id: str, llmperf_dir: Path,
+             hooks: Hooks, telemetry: ThreadPoolExecutor) -> dict[str, Any]:
+    """One (test case, variant): LLMPerf through the proxy; everything saved and uploaded."""
+    shape = config["shape"]
+    out = case_dir(results_dir, run_id, variant["name"], test_case)
+    out.mkdir(parents=True, exist_ok=True)
+    placement = hooks.locate(variant)
+    before = counters(hooks, variant["endpoint"])
+    started = time.time()
+    print(f"[{test_case}] {variant['name']}: LLMPerf against {variant['endpoint']} through the measuring proxy", flush=True)
+    with MeasuringProxy(variant["endpoint"], out / RECORDS_FILE, timeout_s=shape["requestTimeoutSeconds"]) as proxy:
+        code = hooks.runner(llmperf_command(hooks.python, variant, shape, out),
+                            llmperf_environment(proxy.base_url, llmperf_dir), llmperf_dir, out, llmperf_deadline_s(shape))
+    finished = time.time()
+    after = counters(hooks, variant["endpoint"])
+    stderr = (out / STDERR_FILE).read_text(errors="replace") if (out / STDERR_FILE).exists() else ""
+    meta = {"testCase": test_case, "variant": variant["name"], "asked": shape["requestsPerTestCase"],
+            "concurrency": shape["concurrency"], "exitCode": code, "llmperfError": last_error_line(stderr),
+            "threadDeaths": thread_deaths(stderr), "startedAt": started, "finishedAt": finished, "placement": placement}
+    (out / CASE_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    specdecode = {"error": before.get("error") or after.get("error")} if "error" in before or "error" in after \
+        else {"before": before, "after": after}
+    (out / SPECDECODE_FILE).write_text(json.dumps(specdecode, indent=2, sort_keys=True) + "\n")
+    case = load_case(results_dir, run_id, variant["name"], test_case)
+    for path in sorted(p for p in out.iterdir() if p.is_file()):
+        hooks.keep(path)
+    try:
+        hooks.publish(case_metric_data(case, variant, datetime.fromtimestamp(finished, timezone.utc)))
+    except Exception as error:  # CloudWatch is a view of the results; S3 holds them
+        print(f"WARNING: could not publish [{test_case}] {variant['name']}: {error}", flush=True)
+    if hooks.telemetry is not None:
+        telemetry.submit(collect_telemetry, hooks, variant, test_case, out, placement, started, finished)
+    status = f"{len(case.ok)} ok / {case.failed} failed of {case.asked} asked"
+    if code != 0:
+        status += f"; LLMPerf failed ({code}): {meta['llmperfError']}"
+    elif meta["threadDeaths"]:
+        status += f"; LLMPerf lost {meta['threadDeaths']} worker thread(s): {meta['llmperfError']}"
+    print(f"[{test_case}] {variant['name']}: {status}{' - SHORT' if case.short else ''}", flush=True)
+    return {"testCase": test_case, "variant": variant["name"], "asked": case.asked, "completed": len(case.ok),
+            "failed": case.failed, "short": case.short, "exitCode": code, "llmperfError": meta["llmperfError"]}
+
+
+def collect_telemetry(hooks: Hooks, variant: dict, test_case: str, out: Path, placement: dict,
+                      started: float, finished: float) -> None:
+    try:
+        data = hooks.telemetry(placement, started, finished)
+    except Exception as error:  # telemetry is beside the point of a run; never let it end one
+        data = {"status": "unavailable", "reason": f"{type(error).__name__}: {error}"}
+    hooks.save(out / TELEMETRY_FILE, data)
+    try:
+        hooks.publish(telemetry_metric_data(variant["name"], test_case, data))
+    except Exception as error:
+        print(f"WARNING: could not publish telemetry of [{test_case}] {variant['name']}: {error}", flush=True)
+
+
+def run_record(config: dict, run_id: str) -> dict[str, Any]:
+    return {"runId": run_id, "status": "running", "reason": None, "startedAt": utc_now(), "finishedAt": None,
+            "cases": [], **{k: config[k] for k in ("stack", "shape", "testCases", "variants", "seed", "llmperfCommit")}}
+
+
+def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, llmperf_dir: Path, hooks: Hooks) -> dict[str, Any]:
+    """Run every (test case, variant); returns run.json as finally written."""
     run_dir = results_dir / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
+    run = run_record(config, run_id)
+    hooks.save(run_dir / RUN_FILE, run)
     prompt_file = llmperf_dir / PROMPT_FILE
     original_prompts = prompt_file.read_text()
-    started = utc_now()
+    telemetry = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
     try:
+        wait_for_endpoints(config["variants"], hooks.healthy, hooks.wait_timeout_s)
         for test_case, prompt in config["testCases"].items():
             prompt_file.write_text(original_prompts if prompt is None else (prompt.rstrip("\n") + "\n") * PROMPT_LINES)
             for variant in config["variants"]:
-                out_dir = case_dir(results_dir, run_id, variant["name"], test_case)
-                out_dir.mkdir(parents=True, exist_ok=True)
-                print(f"[{test_case}] {variant['name']}: LLMPerf against {variant['endpoint']}", flush=True)
-                code = runner(llmperf_command(python, variant, config["shape"], out_dir),
-                              {"OPENAI_API_BASE": variant["endpoint"], "OPENAI_API_KEY": "not-used"}, llmperf_dir)
-                if code != 0:
-                    (out_dir / "error.txt").write_text(f"LLMPerf exited with {code}\n")
-                    print(f"[{test_case}] {variant['name']}: LLMPerf failed ({code}); continuing", flush=True)
+                run["cases"].append(run_case(config, variant, test_case, results_dir, run_id, llmperf_dir, hooks, telemetry))
+                hooks.save(run_dir / RUN_FILE, run)
+        short = [f"{c['testCase']}/{c['variant']} ({c['completed']} of {c['asked']})" for c in run["cases"] if c["short"]]
+        run["status"], run["reason"] = ("incomplete", "short cases: " + ", ".join(short)) if short else ("complete", None)
+    except Exception as error:  # Terminated included: whatever stopped the run is its reason
+        traceback.print_exc()
+        run["status"], run["reason"] = "failed", f"{type(error).__name__}: {error}"
     finally:
         prompt_file.write_text(original_prompts)
-    run = {
-        "runId": run_id,
-        "stack": config["stack"],
-        "startedAt": started,
-        "finishedAt": utc_now(),
-        "shape": config["shape"],
-        "testCases": config["testCases"],
-        "variants": [{k: v[k] for k in ("name", "role", "baseline", "target", "draft", "numSpeculativeTokens", "endpoint")}
-                     for v in config["variants"]],
-    }
-    (run_dir / RUN_FILE).write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
-    return run_dir
+        # Telemetry waits for CloudWatch (bounded); a stopped pod has no time for it.
+        telemetry.shutdown(wait=run["status"] != "failed", cancel_futures=run["status"] == "failed")
+    if hooks.upload_errors and run["status"] != "failed":
+        run["status"], run["reason"] = "failed", f"{len(hooks.upload_errors)} upload(s) failed: {hooks.upload_errors[0]}"
+    run["finishedAt"] = utc_now()
+    hooks.save(run_dir / RUN_FILE, run)
+    return run
 
 
-def upload(run_dir: Path, bucket: str, prefix: str, client: Any = None) -> int:
-    """Copy the run to s3://bucket/<prefix><run-id>/...; returns the number of files."""
-    if client is None:
-        import boto3
+class S3Mirror:
+    """Uploads a file of the results folder to s3://bucket/<prefix><path relative to the folder>."""
 
-        client = boto3.client("s3")
-    files = sorted(p for p in run_dir.rglob("*") if p.is_file())
-    for path in files:
-        key = f"{prefix}{run_dir.name}/{path.relative_to(run_dir).as_posix()}"
-        client.upload_file(str(path), bucket, key)
-    return len(files)
+    def __init__(self, client: Any, bucket: str, prefix: str, results_dir: Path):
+        self.client, self.bucket, self.prefix, self.results_dir = client, bucket, prefix, results_dir
+
+    def __call__(self, path: Path) -> None:
+        self.client.upload_file(str(path), self.bucket, self.prefix + path.relative_to(self.results_dir).as_posix())
+
+
+def production_hooks(config: dict, args: argparse.Namespace) -> Hooks:
+    """The pod's wiring: S3, CloudWatch and the in-cluster Kubernetes API."""
+    import boto3
+
+    from . import telemetry
+    from .publish import publish_data
+
+    hooks = Hooks(wait_timeout_s=args.wait_timeout_seconds)
+    if args.bucket:
+        hooks.upload = S3Mirror(boto3.client("s3"), args.bucket, args.prefix, args.results_dir)
+    if telemetry.SERVICE_ACCOUNT_DIR.exists():
+        api = telemetry.KubernetesApi.in_cluster()
+        namespace = (telemetry.SERVICE_ACCOUNT_DIR / "namespace").read_text().strip()
+        hooks.locate = lambda variant: telemetry.locate(api, namespace, variant["podSelector"])
+    if args.namespace:
+        cloudwatch = boto3.client("cloudwatch")
+        hooks.publish = lambda data: publish_data(cloudwatch, args.namespace, data)
+        hooks.telemetry = lambda placement, start, end: telemetry.collect(cloudwatch, config["clusterName"], placement, start, end)
+    return hooks
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -142,17 +329,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait-timeout-seconds", type=float, default=12 * 3600)
     args = parser.parse_args(argv)
 
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated(f"received signal {signum} (Job deadline or pod deletion)")
+
+    signal.signal(signal.SIGTERM, terminate)
     config = json.loads(args.config.read_text())
     run_id = args.run_id or default_run_id(os.environ.get("JOB_NAME"))
-    wait_for_endpoints(config["variants"], http_healthy, args.wait_timeout_seconds)
-    run_dir = run_benchmark(config, args.results_dir, run_id, args.llmperf_dir)
-    if args.namespace:
-        from .publish import publish
-
-        print(f"published {publish(args.results_dir, args.namespace, run_id)} datums to {args.namespace}", flush=True)
-    if args.bucket:
-        print(f"uploaded {upload(run_dir, args.bucket, args.prefix)} files to s3://{args.bucket}/{args.prefix}{run_id}/", flush=True)
-    return 0
+    hooks = production_hooks(config, args)
+    run = run_benchmark(config, args.results_dir, run_id, args.llmperf_dir, hooks)
+    where = f"s3://{args.bucket}/{args.prefix}{run_id}/" if args.bucket else str(args.results_dir / run_id)
+    print(f"run {run_id}: {run['status']}{': ' + run['reason'] if run['reason'] else ''}; results in {where}", flush=True)
+    return 0 if run["status"] == "complete" and not hooks.upload_errors else 1
 
 
 if __name__ == "__main__":

@@ -1,5 +1,16 @@
-"""Publish benchmark runs to CloudWatch: one value per request, so CloudWatch can compute
-percentiles, under the dimensions Variant and TestCase only (the dashboard matches on them).
+"""Publish benchmark results to CloudWatch under the dimensions Variant and TestCase only (the
+dashboard matches a metric only with its full dimension set: FACTS.md "CloudWatch").
+
+- Per request, as Values/Counts so CloudWatch can compute percentiles: TTFT, TimePerOutputToken,
+  EndToEndLatency, RequestOutputThroughput, InputTokens, OutputTokens (proxy timings, server token
+  counts; OutputTokens is the sample's "primary metric", seed 000). InterTokenLatency is LLMPerf's
+  own per-chunk figure from its individual responses, for reference.
+- Per case: FailedRequests; ImpliedAcceptanceRate (from streamed chunks); AcceptanceRate and
+  MeanAcceptanceLength where the server exposes its speculative-decoding counters.
+- Per CloudWatch period of the case: NeuronCoreUtilization and NeuronMemoryUsed of the variant's
+  devices (Container Insights, benchmark/telemetry.py).
+
+The driver publishes each case as soon as it finishes. To publish a downloaded run again:
 
     python -m benchmark.publish --results-dir DIR --namespace NS [--run-id ID]
 
@@ -8,13 +19,15 @@ Honours the standard AWS environment (AWS_REGION, AWS_ENDPOINT_URL, credentials)
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .results import RequestResult, case_dir, list_runs, load_requests, load_run
+from .analysis import acceptance_figures
+from .results import CaseResult, RequestResult, list_runs, load_case, load_run
 
 # CloudWatch PutMetricData limits (FACTS.md, CloudWatch).
 MAX_VALUES_PER_DATUM = 150
@@ -22,44 +35,67 @@ MAX_DATA_PER_CALL = 1000
 # A request body is capped at 1 MB; this keeps a batch of full datums well below it.
 MAX_VALUES_PER_CALL = 20_000
 
-METRICS: dict[str, tuple[str, Callable[[RequestResult], float | None]]] = {
+REQUEST_METRICS: dict[str, tuple[str, Callable[[RequestResult], float | None]]] = {
     "TTFT": ("Seconds", lambda r: r.ttft_s),
-    "InterTokenLatency": ("Seconds", lambda r: r.inter_token_latency_s),
     "TimePerOutputToken": ("Seconds", lambda r: r.time_per_output_token_s),
-    "EndToEndLatency": ("Seconds", lambda r: r.end_to_end_s),
+    "EndToEndLatency": ("Seconds", lambda r: r.e2e_s),
     "RequestOutputThroughput": ("Count/Second", lambda r: r.output_throughput),
     "InputTokens": ("Count", lambda r: r.input_tokens),
     "OutputTokens": ("Count", lambda r: r.output_tokens),
 }
+UNITS = {
+    **{name: unit for name, (unit, _) in REQUEST_METRICS.items()},
+    "InterTokenLatency": "Seconds",
+    "FailedRequests": "Count",
+    "ImpliedAcceptanceRate": "Percent",
+    "AcceptanceRate": "Percent",
+    "MeanAcceptanceLength": "Count",
+    "NeuronCoreUtilization": "Percent",
+    "NeuronMemoryUsed": "Bytes",
+}
 DIMENSIONS = ("Variant", "TestCase")
 
 
-def metric_data(variant: str, test_case: str, requests: list[RequestResult], timestamp: datetime) -> Iterator[dict[str, Any]]:
-    """Datums for one variant and test case; failed requests contribute no values."""
-    ok = [r for r in requests if r.ok]
-    for name, (unit, extract) in METRICS.items():
-        values = Counter(v for v in (extract(r) for r in ok) if v is not None)
-        distinct = sorted(values.items())
-        for start in range(0, len(distinct), MAX_VALUES_PER_DATUM):
-            chunk = distinct[start:start + MAX_VALUES_PER_DATUM]
-            yield {
-                "MetricName": name,
-                "Dimensions": [{"Name": "Variant", "Value": variant}, {"Name": "TestCase", "Value": test_case}],
-                "Timestamp": timestamp,
-                "Values": [float(v) for v, _ in chunk],
-                "Counts": [float(c) for _, c in chunk],
-                "Unit": unit,
-            }
+def datums(name: str, variant: str, test_case: str, values: list[float], timestamp: datetime) -> Iterator[dict[str, Any]]:
+    """One metric's values as Values/Counts datums of at most MAX_VALUES_PER_DATUM distinct values."""
+    distinct = sorted(Counter(float(v) for v in values).items())
+    for start in range(0, len(distinct), MAX_VALUES_PER_DATUM):
+        chunk = distinct[start:start + MAX_VALUES_PER_DATUM]
+        yield {
+            "MetricName": name,
+            "Dimensions": [{"Name": "Variant", "Value": variant}, {"Name": "TestCase", "Value": test_case}],
+            "Timestamp": timestamp,
+            "Values": [v for v, _ in chunk],
+            "Counts": [float(c) for _, c in chunk],
+            "Unit": UNITS[name],
+        }
 
 
-def run_metric_data(results_dir: Path, run_id: str) -> list[dict[str, Any]]:
-    run = load_run(results_dir, run_id)
-    timestamp = datetime.fromisoformat(run["finishedAt"].replace("Z", "+00:00")).astimezone(timezone.utc)
+def case_metric_data(case: CaseResult, variant: dict[str, Any], timestamp: datetime) -> list[dict[str, Any]]:
+    """Datums for one (test case, variant); failed requests contribute only to FailedRequests."""
+    ok = case.ok
     data: list[dict[str, Any]] = []
-    for variant in run["variants"]:
-        for test_case in run["testCases"]:
-            requests = load_requests(case_dir(results_dir, run_id, variant["name"], test_case))
-            data += metric_data(variant["name"], test_case, requests, timestamp)
+    for name, (_, extract) in REQUEST_METRICS.items():
+        data += datums(name, case.variant, case.test_case, [v for v in map(extract, ok) if v is not None], timestamp)
+    itl = [r["inter_token_latency_s"] for r in case.llmperf_responses if r.get("error_code") is None]
+    data += datums("InterTokenLatency", case.variant, case.test_case, itl, timestamp)
+    data += datums("FailedRequests", case.variant, case.test_case, [case.failed], timestamp)
+    figures = acceptance_figures(case, variant.get("numSpeculativeTokens"), ok)
+    per_case = {"ImpliedAcceptanceRate": figures["acceptance_rate_implied"],
+                "AcceptanceRate": figures["counters"].get("acceptance_rate"),
+                "MeanAcceptanceLength": figures["counters"].get("mean_acceptance_length")}
+    for name, value in per_case.items():
+        if value is not None:
+            data += datums(name, case.variant, case.test_case, [value * 100 if UNITS[name] == "Percent" else value], timestamp)
+    return data
+
+
+def telemetry_metric_data(variant: str, test_case: str, telemetry: dict[str, Any]) -> list[dict[str, Any]]:
+    """One datum per CloudWatch period of the case, at that period's own timestamp."""
+    data: list[dict[str, Any]] = []
+    for name, key in (("NeuronCoreUtilization", "utilizationPercent"), ("NeuronMemoryUsed", "memoryUsedBytes")):
+        for stamp, value in telemetry.get(key, []):
+            data += datums(name, variant, test_case, [value], datetime.fromtimestamp(stamp, timezone.utc))
     return data
 
 
@@ -76,35 +112,44 @@ def batches(data: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         yield batch
 
 
-def publish(results_dir: Path, namespace: str, run_id: str | None = None, client: Any = None) -> int:
-    """Publish one run (or every run in DIR); returns the number of datums sent."""
+def publish_data(client: Any, namespace: str, data: list[dict[str, Any]]) -> int:
     if namespace.startswith("AWS/"):
         raise ValueError("CloudWatch namespaces starting with AWS/ are reserved")
-    if client is None:
-        import boto3
-
-        client = boto3.client("cloudwatch")
-    runs = [run_id] if run_id else list_runs(results_dir)
-    sent = 0
-    for run in runs:
-        data = run_metric_data(results_dir, run)
-        for batch in batches(data):
-            client.put_metric_data(Namespace=namespace, MetricData=batch)
-        sent += len(data)
-    return sent
+    for batch in batches(data):
+        client.put_metric_data(Namespace=namespace, MetricData=batch)
+    return len(data)
 
 
-def main(argv: list[str] | None = None) -> int:
+def run_metric_data(results_dir: Path, run_id: str) -> list[dict[str, Any]]:
+    """Every datum of a downloaded run, each case at the time it finished."""
+    run = load_run(results_dir, run_id)
+    data: list[dict[str, Any]] = []
+    for variant in run["variants"]:
+        for test_case in run["testCases"]:
+            case = load_case(results_dir, run_id, variant["name"], test_case)
+            if not case.case:
+                continue  # never ran (the run stopped before it)
+            data += case_metric_data(case, variant, datetime.fromtimestamp(case.case["finishedAt"], timezone.utc))
+            data += telemetry_metric_data(variant["name"], test_case, case.telemetry or {})
+    return data
+
+
+def main(argv: list[str] | None = None, client: Any = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results-dir", type=Path, required=True)
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--run-id")
     args = parser.parse_args(argv)
-    if not list_runs(args.results_dir):
+    runs = [args.run_id] if args.run_id else list_runs(args.results_dir)
+    if not runs:
         print(f"no runs in {args.results_dir}", file=sys.stderr)
         return 1
-    sent = publish(args.results_dir, args.namespace, args.run_id)
-    print(f"published {sent} metric datums to {args.namespace}")
+    if client is None:
+        import boto3
+
+        client = boto3.client("cloudwatch")
+    sent = sum(publish_data(client, args.namespace, run_metric_data(args.results_dir, run)) for run in runs)
+    print(json.dumps({"published": sent, "namespace": args.namespace}))
     return 0
 
 

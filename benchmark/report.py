@@ -2,11 +2,9 @@
 
     python -m benchmark.report DIR
 
-Figures are medians (p50) over a run's successful requests. Time per output token (TPOT) is
-(end-to-end - TTFT) / (output tokens - 1) per request; LLMPerf's inter-token latency (ITL) is
-shown for reference only, as it counts streamed chunks and is biased against speculative
-decoding. Speedups are baseline / SD, so above 1 means SD is faster. Failed requests are counted
-and shown; a variant with no successful request is reported as such, never averaged away.
+The figures and their sources are benchmark/analysis.py's; this module lays them out. Every table
+says where its numbers come from; a short or failed case is flagged, never averaged away; the
+stack's seed's published figures are printed beside the measured ones (benchmark/seedcompare.py).
 """
 from __future__ import annotations
 
@@ -16,111 +14,155 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .results import case_dir, list_runs, load_requests, load_run, percentile
+from . import analysis, seedcompare
 
-FIGURES = ("ttft_p50_s", "tpot_p50_s", "e2e_p50_s", "output_tokens_per_s_p50")
-
-
-def variant_figures(requests: list) -> dict[str, Any]:
-    ok = [r for r in requests if r.ok]
-
-    def p50(values):
-        return percentile([v for v in values if v is not None], 50)
-
-    return {
-        "ttft_p50_s": p50(r.ttft_s for r in ok),
-        "tpot_p50_s": p50(r.time_per_output_token_s for r in ok),
-        "e2e_p50_s": p50(r.end_to_end_s for r in ok),
-        "output_tokens_per_s_p50": p50(r.output_throughput for r in ok),
-        "itl_p50_s": p50(r.inter_token_latency_s for r in ok),
-        "completed": len(ok),
-        "failed": len(requests) - len(ok),
-    }
-
-
-def ratio(numerator: float | None, denominator: float | None) -> float | None:
-    if numerator is None or not denominator:
-        return None
-    return numerator / denominator
-
-
-def compare_run(results_dir: Path, run_id: str) -> dict[str, Any]:
-    run = load_run(results_dir, run_id)
-    cases: dict[str, Any] = {}
-    for test_case in run["testCases"]:
-        figures = {v["name"]: variant_figures(load_requests(case_dir(results_dir, run_id, v["name"], test_case)))
-                   for v in run["variants"]}
-        for variant in run["variants"]:
-            if variant["role"] != "sd":
-                continue
-            sd, base = figures[variant["name"]], figures.get(variant["baseline"], {})
-            sd["speedup_tpot"] = ratio(base.get("tpot_p50_s"), sd["tpot_p50_s"])
-            sd["speedup_e2e"] = ratio(base.get("e2e_p50_s"), sd["e2e_p50_s"])
-            sd["throughput_ratio"] = ratio(sd["output_tokens_per_s_p50"], base.get("output_tokens_per_s_p50"))
-        cases[test_case] = figures
-    return {"stack": run.get("stack"), "startedAt": run.get("startedAt"), "finishedAt": run.get("finishedAt"),
-            "shape": run.get("shape"), "variants": run["variants"], "testCases": cases}
-
-
-def build_report(results_dir: Path) -> dict[str, Any]:
-    return {"runs": {run_id: compare_run(results_dir, run_id) for run_id in list_runs(results_dir)}}
+GiB = 1024 ** 3
+SOURCES = (
+    "Sources: **proxy** = timed by the measuring proxy beside LLMPerf in the benchmark pod; **server** = token "
+    "counts from the server's usage chunk; **/metrics** = the server's speculative-decoding counters (before/after "
+    "the case); **implied** = from streamed chunks, assuming one chunk per target step; **LLMPerf** = LLMPerf's own "
+    "summary, for reference only (its inter-token latency is per chunk and includes TTFT; its token counts are a "
+    "Llama-2 re-tokenisation + 1); **Container Insights** = node-level Neuron metrics of the variant's devices; "
+    "**approximate** = catalog list price; **assumed** = draft/target parameter ratio as the draft's relative cost. "
+    "TPOT = (end-to-end - TTFT) / (output tokens - 1) per request. Speedup = the named baseline / the variant (above 1: the variant is faster). "
+    "Implied acceptance and the Leviathan bound's a are the per-token rate that would give the tokens per step "
+    "observed if draft tokens were accepted independently (Leviathan et al.); /metrics' acceptance is accepted / "
+    "drafted tokens, lower when acceptance comes in runs.")
 
 
 def _fmt(value: float | None, scale: float = 1.0, digits: int = 1, suffix: str = "") -> str:
     return "n/a" if value is None else f"{value * scale:.{digits}f}{suffix}"
 
 
+def _triple(figures: dict[str, float | None], scale: float, digits: int) -> str:
+    return " / ".join(_fmt(figures[q], scale, digits) for q in analysis.QUANTILES)
+
+
+def _pct(value: float | None) -> str:
+    return _fmt(value, 100, 1, "%")
+
+
+def _counts(f: dict[str, Any]) -> str:
+    text = f"{f['completed']} / {f['failed']} of {f['asked'] if f['asked'] is not None else '?'}"
+    return text + " **SHORT**" if f["short"] else text
+
+
+def _flags(name: str, f: dict[str, Any]) -> list[str]:
+    flags, llmperf = [], f["llmperf"]
+    if llmperf["exit_code"] not in (None, 0):
+        flags.append(f"- **{name}: LLMPerf failed** (exit {llmperf['exit_code']}): `{llmperf['error']}`")
+    elif llmperf["thread_deaths"]:
+        flags.append(f"- **{name}: LLMPerf lost {llmperf['thread_deaths']} worker thread(s)** (`{llmperf['error']}`); "
+                     f"it recorded {llmperf['completed']} request(s), the proxy {f['completed']} completed and {f['failed']} failed")
+    if f["short"]:
+        flags.append(f"- **{name}: short case**: {f['completed']} completed + {f['failed']} failed of {f['asked']} requests asked")
+    if f["token_source"] not in (None, "server usage"):
+        flags.append(f"- {name}: output tokens from {f['token_source']}")
+    return flags
+
+
+def _speedup(vs: dict[str, Any], key: str) -> str:
+    """A speedup over the baseline the variant names, or blank for a variant compared with none."""
+    return f"{_fmt(vs.get(key), digits=2, suffix='x')} vs {vs['baseline']}" if vs else ""
+
+
+def _case_tables(run: dict[str, Any], figures: dict[str, Any]) -> list[str]:
+    variants = run["variants"]
+    lines = ["| variant | completed / failed of asked | out tokens (server, mean) | in tokens (server, mean) | "
+             "overall out tok/s | completed/min | $ per 1M out tokens (approximate) | LLMPerf: completed, ITL p50 (per chunk), out tokens p50 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for v in variants:
+        f = figures[v["name"]]
+        lp = f["llmperf"]
+        lines.append(f"| {v['name']} ({v['role']}) | {_counts(f)} | {_fmt(f['output_tokens_mean'])} | {_fmt(f['input_tokens_mean'])} | "
+                     f"{_fmt(f['overall_output_throughput'])} | {_fmt(f['completed_per_min'])} | {_fmt(f['usd_per_million_output_tokens'], digits=2, suffix=' USD')} | "
+                     f"{lp['completed'] if lp['completed'] is not None else 'none'}, {_fmt(lp['itl_p50_s'], 1000, 2, ' ms')}, {_fmt(lp['output_tokens_p50'])} |")
+    lines += ["", "p50 / p90 / p99 (proxy timings, server tokens):", "",
+              "| variant | TTFT (ms) | TPOT (ms) | E2E (s) | out tok/s per request | speedup TPOT | speedup E2E |",
+              "|---|---|---|---|---|---|---|"]
+    for v in variants:
+        f = figures[v["name"]]
+        vs = f.get("vs_baseline") or {}
+        lines.append(f"| {v['name']} ({v['role']}) | {_triple(f['ttft_s'], 1000, 1)} | {_triple(f['tpot_s'], 1000, 2)} | "
+                     f"{_triple(f['e2e_s'], 1, 2)} | {_triple(f['tokens_per_s'], 1, 1)} | "
+                     f"{_speedup(vs, 'speedup_tpot')} | {_speedup(vs, 'speedup_e2e')} |")
+    lines += ["", "| variant | tokens per step (implied) | acceptance (implied) | acceptance (/metrics) | mean acceptance length (/metrics) | per position (/metrics) | Leviathan bound | lossless (greedy) |",
+              "|---|---|---|---|---|---|---|---|"]
+    for v in variants:
+        f = figures[v["name"]]
+        a, vs = f["acceptance"], f.get("vs_baseline") or {}
+        counters = a["counters"]
+        per_position = ", ".join(f"{p:.2f}" for p in counters["per_position"]) if counters.get("per_position") else "n/a"
+        counted = _pct(counters.get("acceptance_rate")) if counters.get("acceptance_rate") is not None else counters.get("note") or "n/a"
+        bound = vs.get("leviathan")
+        bound_text = (f"{bound['speedup_bound']:.2f}x for {bound['tokens_per_step']:.2f} tokens/step "
+                      f"({bound['acceptance_source']}; a={bound['acceptance_rate']:.2f}), k={bound['k']}, "
+                      f"c={bound['cost_ratio']:.3f} ({bound['cost_ratio_source']}); measured "
+                      f"{_fmt(vs.get('speedup_tpot'), digits=2, suffix='x')}") if bound else ""
+        lossless = vs.get("lossless")
+        lossless_text = "" if not lossless else (
+            f"{lossless['matching']} of {lossless['compared']} match the baseline"
+            + (f"; **differ: {', '.join(lossless['mismatched_requests'])}**" if lossless["mismatched_requests"] else "")
+            if lossless["checked"] else f"not checked: {lossless['reason']}")
+        lines.append(f"| {v['name']} ({v['role']}) | {_fmt(a['tokens_per_step_implied'], digits=2)} | {_pct(a['acceptance_rate_implied'])} | "
+                     f"{counted} | {_fmt(counters.get('mean_acceptance_length'), digits=2)} | {per_position} | {bound_text} | {lossless_text} |")
+    lines += ["", "| variant | Neuron devices (Container Insights) | NeuronCore utilization mean / max | device memory used mean / max |",
+              "|---|---|---|---|"]
+    for v in variants:
+        t = figures[v["name"]]["telemetry"]
+        where = f"{t['node']} {t['neuron_devices']}" if t["node"] else t["reason"] or t["status"]
+        lines.append(f"| {v['name']} ({v['role']}) | {where} ({t['status']}) | {_fmt(t['utilization_mean_pct'], suffix='%')} / "
+                     f"{_fmt(t['utilization_max_pct'], suffix='%')} | {_fmt(t['memory_mean_bytes'], 1 / GiB, 1, ' GiB')} / "
+                     f"{_fmt(t['memory_max_bytes'], 1 / GiB, 1, ' GiB')} |")
+    flags = [flag for v in variants for flag in _flags(v["name"], figures[v["name"]])]
+    return lines + ([""] + flags if flags else [])
+
+
+def _seed_section(seed: dict[str, Any]) -> list[str]:
+    lines = [f"### Seed {seed['seed']}: {seed['title']}", "",
+             f"Published in ../shared/seeds/{seed['file']}; its statistic: {seed['statistic']}. "
+             f"'LLMPerf' is this run's LLMPerf summary at the seed's statistic, defined as the seed's figure was.", ""]
+    differs = [row for row in seed["shape"] if row["differs"]]
+    lines += [f"Shape ({seed['shapeCite']}): " + ("same as the seed where it says." if not differs else
+              "**differs**: " + "; ".join(f"{r['field']} seed {r['seed']!r}, run {r['run']!r}" for r in differs)), ""]
+    if seed["figures"]:
+        lines += ["| test case | variant | metric | statistic | seed | measured | measured as | LLMPerf | source line |",
+                  "|---|---|---|---|---|---|---|---|---|"]
+        for row in seed["figures"]:
+            lines.append(f"| {row['testCase']} | {row['variant']} | {row['metric']} | {row['statistic']} | {row['published']:.6g} | "
+                         f"{_fmt(row['measured'], digits=4)} | {row['measuredAs']} | {_fmt(row['llmperf'], digits=4)} | {row['cite']} |")
+    lines += [f"- {note}" for note in seed["notes"] + seed["missing"]]
+    return lines + [""]
+
+
+STATUS_WORDS = {"running": "RUNNING (or its pod died before finishing: check the Job)", "complete": "complete",
+                "incomplete": "INCOMPLETE", "failed": "FAILED"}
+
+
 def markdown(report: dict[str, Any]) -> str:
-    lines = ["# Speculative decoding benchmark", "",
-             "Medians over successful requests. **TPOT** = (end-to-end - TTFT) / (output tokens - 1), per request: "
-             "the fair decode-speed figure. *ITL (chunks)* is LLMPerf's inter-token latency, which counts streamed "
-             "chunks and is biased against speculative decoding; it is shown for reference only. "
-             "Speedup = baseline / SD (above 1: SD is faster).", ""]
+    lines = ["# Speculative decoding benchmark", "", SOURCES, ""]
     for run_id, run in report["runs"].items():
         shape = run.get("shape") or {}
-        lines += [f"## Run {run_id} ({run.get('stack')})", "",
-                  f"{shape.get('inputTokens')} input / {shape.get('outputTokens')} output tokens, "
-                  f"concurrency {shape.get('concurrency')}, {shape.get('requestsPerTestCase')} requests per test case, "
-                  f"temperature 0.", ""]
-        for test_case, figures in run["testCases"].items():
-            lines += [f"### {test_case}", "",
-                      "| variant | ok / failed | TTFT p50 | TPOT p50 | ITL (chunks) p50 | E2E p50 | out tok/s p50 | speedup TPOT | speedup E2E |",
-                      "|---|---|---|---|---|---|---|---|---|"]
-            for variant in run["variants"]:
-                f = figures[variant["name"]]
-                note = "" if f["completed"] else " (no successful request)"
-                lines.append(
-                    f"| {variant['name']} ({variant['role']}){note} | {f['completed']} / {f['failed']} | "
-                    f"{_fmt(f['ttft_p50_s'], 1000, 1, ' ms')} | {_fmt(f['tpot_p50_s'], 1000, 2, ' ms')} | "
-                    f"{_fmt(f['itl_p50_s'], 1000, 2, ' ms')} | {_fmt(f['e2e_p50_s'], 1, 2, ' s')} | "
-                    f"{_fmt(f['output_tokens_per_s_p50'])} | {_fmt(f.get('speedup_tpot'), 1, 2, 'x') if variant['role'] == 'sd' else ''} | "
-                    f"{_fmt(f.get('speedup_e2e'), 1, 2, 'x') if variant['role'] == 'sd' else ''} |")
-            lines.append("")
+        status = STATUS_WORDS.get(run.get("status") or "", str(run.get("status")))
+        lines += [f"## Run {run_id} ({run.get('stack')}): {status}", ""]
+        if run.get("reason"):
+            lines += [f"**{run['reason']}**", ""]
+        lines += [f"{shape.get('inputTokens')} input / {shape.get('outputTokens')} output tokens, concurrency "
+                  f"{shape.get('concurrency')}, {shape.get('requestsPerTestCase')} requests per test case, sampling "
+                  f"{json.dumps(shape.get('samplingParams'))}, LLMPerf {str(run.get('llmperfCommit'))[:12]}; "
+                  f"started {run.get('startedAt')}, finished {run.get('finishedAt') or 'not yet'}.", ""]
+        for test_case, prompt in run["testCases"].items():
+            lines += [f"### {test_case}", "", f"Prompt: {json.dumps(prompt) if prompt is not None else 'LLMPerf sonnets'}", ""]
+            lines += _case_tables(run, run["cases"][test_case]) + [""]
+        if run.get("seedComparison"):
+            lines += _seed_section(run["seedComparison"])
     if not report["runs"]:
         lines.append("No runs found.")
     return "\n".join(lines) + "\n"
 
 
-def machine_report(report: dict[str, Any]) -> dict[str, Any]:
-    """report.json: the figures only, keyed run -> test case -> variant."""
-    keys = FIGURES + ("completed", "failed")
-    out: dict[str, Any] = {"runs": {}}
-    for run_id, run in report["runs"].items():
-        cases = {}
-        for test_case, figures in run["testCases"].items():
-            cases[test_case] = {}
-            for variant in run["variants"]:
-                f = figures[variant["name"]]
-                entry = {k: f[k] for k in keys}
-                if variant["role"] == "sd":
-                    entry.update(speedup_tpot=f["speedup_tpot"], speedup_e2e=f["speedup_e2e"])
-                cases[test_case][variant["name"]] = entry
-        out["runs"][run_id] = {"testCases": cases}
-    return out
-
-
 def chart(report: dict[str, Any], path: Path) -> None:
-    """TPOT per variant and test case (latest run), with SD's TPOT speedup annotated."""
+    """TPOT p50 per variant and test case (latest run), SD speedup and acceptance annotated."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -134,28 +176,32 @@ def chart(report: dict[str, Any], path: Path) -> None:
         plt.close(figure)
         return
     run_id, run = list(report["runs"].items())[-1]
-    cases = list(run["testCases"])
-    variants = run["variants"]
+    cases, variants = list(run["testCases"]), run["variants"]
     width = 0.8 / max(1, len(variants))
     for index, variant in enumerate(variants):
-        values = [(run["testCases"][c][variant["name"]]["tpot_p50_s"] or 0) * 1000 for c in cases]
+        values = [(run["cases"][c][variant["name"]]["tpot_s"]["p50"] or 0) * 1000 for c in cases]
         positions = [i + (index - (len(variants) - 1) / 2) * width for i in range(len(cases))]
         bars = axis.bar(positions, values, width, label=f"{variant['name']} ({variant['role']})")
         for bar, case in zip(bars, cases):
-            figures = run["testCases"][case][variant["name"]]
-            if not figures["completed"]:
-                axis.annotate("no data", (bar.get_x() + bar.get_width() / 2, 0), ha="center", va="bottom", fontsize=8, rotation=90)
+            f = run["cases"][case][variant["name"]]
+            x = bar.get_x() + bar.get_width() / 2
+            if not f["completed"]:
+                axis.annotate("no data", (x, 0), ha="center", va="bottom", fontsize=8, rotation=90)
                 continue
-            label = f"{figures['speedup_tpot']:.2f}x" if variant["role"] == "sd" and figures.get("speedup_tpot") else ""
-            if figures["failed"]:
-                label += f"\n{figures['failed']} failed"
+            vs = f.get("vs_baseline") or {}
+            label = f"{vs['speedup_tpot']:.2f}x" if vs.get("speedup_tpot") else ""
+            rate = f["acceptance"]["counters"].get("acceptance_rate") or f["acceptance"]["acceptance_rate_implied"]
+            if variant["role"] == "sd" and rate is not None:
+                label += f"\na={rate:.2f}"
+            if f["failed"] or f["short"]:
+                label += f"\n{f['failed']} failed" + (" SHORT" if f["short"] else "")
             if label:
-                axis.annotate(label.strip(), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                              ha="center", va="bottom", fontsize=8, fontweight="bold")
+                axis.annotate(label.strip(), (x, bar.get_height()), ha="center", va="bottom", fontsize=8, fontweight="bold")
     axis.set_xticks(range(len(cases)), cases, rotation=25, ha="right")
     axis.set_ylabel("time per output token, p50 (ms) - lower is better")
-    axis.set_title(f"{run.get('stack')} run {run_id}: decode speed per test case (labels: SD speedup over baseline)")
-    axis.set_ylim(top=axis.get_ylim()[1] * 1.2)
+    axis.set_title(f"{run.get('stack')} run {run_id} ({run.get('status')}): decode speed per test case\n"
+                   "labels: speedup over the variant's baseline, SD acceptance rate a")
+    axis.set_ylim(top=axis.get_ylim()[1] * 1.3)
     axis.legend(loc="upper left", ncol=len(variants))
     axis.grid(axis="y", alpha=0.3)
     figure.tight_layout()
@@ -163,11 +209,18 @@ def chart(report: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
+def build_report(results_dir: Path) -> dict[str, Any]:
+    report = analysis.build(results_dir)
+    for run_id, run in report["runs"].items():
+        run["seedComparison"] = seedcompare.compare(results_dir, run_id, run)
+    return report
+
+
 def write_report(results_dir: Path) -> dict[str, Any]:
     report = build_report(results_dir)
     text = markdown(report)
     (results_dir / "report.md").write_text(text)
-    (results_dir / "report.json").write_text(json.dumps(machine_report(report), indent=2, sort_keys=True) + "\n")
+    (results_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     chart(report, results_dir / "report.png")
     print(text, end="")
     return report

@@ -1,11 +1,18 @@
-"""The results layout and LLMPerf's files, read into per-request figures.
+"""The results layout, and each (test case, variant) read back into per-request figures.
 
-Layout: DIR/<run-id>/run.json and DIR/<run-id>/<variant>/<test-case>/ holding LLMPerf's
-*_summary.json and *_individual_responses.json.
+Layout: DIR/<run-id>/run.json and, per case, DIR/<run-id>/<variant>/<test-case>/ with:
+- requests.jsonl: every request LLMPerf sent, as the measuring proxy saw it (benchmark/proxy.py);
+- case.json: what was asked, LLMPerf's exit code and last error line, the variant's pod and devices;
+- specdecode.json: the server's speculative-decoding counters before and after the case;
+- telemetry.json: Neuron utilization and memory of the variant's devices (written later);
+- LLMPerf's own *_summary.json and *_individual_responses.json (absent when it crashed) and its
+  stdout/stderr.
 
-Time per output token is computed per request as (end-to-end - TTFT) / (output tokens - 1).
-LLMPerf's own inter-token latency divides by streamed chunks, and a speculative-decoding server
-streams several tokens per chunk, so that figure is biased against SD (FACTS.md, LLMPerf).
+Figures come from the proxy's records: TTFT and end-to-end time measured in the pod, output and
+input tokens as the server counted them (vLLM's usage chunk). Time per output token (TPOT) is
+(end-to-end - TTFT) / (output tokens - 1) per request: per token, whatever the number of tokens per
+streamed chunk (LLMPerf's inter-token latency is per chunk and includes TTFT: FACTS.md "LLMPerf,
+measured"). LLMPerf's summary is kept for reference only.
 """
 from __future__ import annotations
 
@@ -15,55 +22,94 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .proxy import RECORDS_FILE, read_records
+
 RUN_FILE = "run.json"
+CASE_FILE = "case.json"
+SPECDECODE_FILE = "specdecode.json"
+TELEMETRY_FILE = "telemetry.json"
+STDOUT_FILE = "llmperf.stdout.txt"
+STDERR_FILE = "llmperf.stderr.txt"
 
 
 @dataclass(frozen=True)
 class RequestResult:
+    start: float
+    """Wall-clock time (epoch seconds) the request reached the proxy."""
     ttft_s: float | None
-    inter_token_latency_s: float | None
-    end_to_end_s: float | None
-    output_throughput: float | None
-    input_tokens: int | None
+    e2e_s: float | None
     output_tokens: int | None
+    """The server's completion_tokens; None if it sent no usage."""
+    input_tokens: int | None
+    content_chunks: int
     error: str | None
+    request_sha256: str | None
+    response_sha256: str | None
 
     @property
     def ok(self) -> bool:
-        return not self.error and self.end_to_end_s is not None and self.ttft_s is not None
+        """Answered in full. A reply without content (no TTFT) is still a completed request."""
+        return self.error is None and self.e2e_s is not None
 
     @property
     def time_per_output_token_s(self) -> float | None:
-        if not self.ok or not self.output_tokens or self.output_tokens < 2:
+        if not self.ok or self.ttft_s is None or not self.output_tokens or self.output_tokens < 2:
             return None
-        return (self.end_to_end_s - self.ttft_s) / (self.output_tokens - 1)
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+    @property
+    def output_throughput(self) -> float | None:
+        """Output tokens per second of this request (LLMPerf's per-request definition: tokens / e2e)."""
+        if not self.ok or self.output_tokens is None or not self.e2e_s:
+            return None
+        return self.output_tokens / self.e2e_s
 
     @classmethod
-    def from_llmperf(cls, record: dict[str, Any]) -> "RequestResult":
-        code, message = record.get("error_code"), record.get("error_msg")
-        error = None
-        if code not in (None, "", 0) or message:
-            error = f"{code or ''} {message or ''}".strip()
+    def from_record(cls, record: dict[str, Any]) -> "RequestResult":
+        error = record.get("error")
+        if error is None and record.get("status") != 200:
+            error = f"HTTP {record.get('status')}"
+        return cls(start=record["start"], ttft_s=record.get("ttft_s") if error is None else None,
+                   e2e_s=record.get("e2e_s"), output_tokens=record.get("completion_tokens"),
+                   input_tokens=record.get("prompt_tokens"), content_chunks=record.get("content_chunks", 0),
+                   error=error, request_sha256=record.get("request_sha256"),
+                   response_sha256=record.get("response_sha256"))
 
-        def number(key: str) -> float | None:
-            value = record.get(key)
-            return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
-        tokens = number("number_output_tokens")
-        inputs = number("number_input_tokens")
-        return cls(
-            ttft_s=number("ttft_s"),
-            inter_token_latency_s=number("inter_token_latency_s"),
-            end_to_end_s=number("end_to_end_latency_s"),
-            output_throughput=number("request_output_throughput_token_per_s"),
-            input_tokens=int(inputs) if inputs is not None else None,
-            output_tokens=int(tokens) if tokens is not None else None,
-            error=error,
-        )
+@dataclass(frozen=True)
+class CaseResult:
+    variant: str
+    test_case: str
+    requests: list[RequestResult]
+    case: dict[str, Any]
+    """case.json ({} if the case never started)."""
+    llmperf_summary: dict[str, Any] | None
+    llmperf_responses: list[dict[str, Any]]
+    """LLMPerf's *_individual_responses.json: only the requests it recorded (for reference)."""
+    specdecode: dict[str, Any] | None
+    telemetry: dict[str, Any] | None
+
+    @property
+    def ok(self) -> list[RequestResult]:
+        return [r for r in self.requests if r.ok]
+
+    @property
+    def asked(self) -> int | None:
+        return self.case.get("asked")
+
+    @property
+    def failed(self) -> int:
+        return len(self.requests) - len(self.ok)
+
+    @property
+    def short(self) -> bool:
+        """Fewer completed requests than asked for (LLMPerf lost worker threads, or crashed)."""
+        return self.asked is not None and len(self.ok) < self.asked
 
 
 def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolation percentile (numpy's default); None for no values."""
+    """Linear-interpolation percentile (numpy's and pandas' default, as LLMPerf's summary uses);
+    None for no values."""
     if not values:
         return None
     ordered = sorted(values)
@@ -72,12 +118,29 @@ def percentile(values: list[float], q: float) -> float | None:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def load_requests(case_dir: Path) -> list[RequestResult]:
-    """Every request LLMPerf recorded in one variant/test-case folder ([] if none ran)."""
-    results: list[RequestResult] = []
-    for path in sorted(case_dir.glob("*_individual_responses.json")):
-        results += [RequestResult.from_llmperf(r) for r in json.loads(path.read_text())]
-    return results
+def read_json(path: Path) -> Any:
+    """A JSON file, or None if it is absent. LLMPerf writes bare NaN (one completed request gives
+    NaN standard deviations), which Python's json accepts."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def case_dir(results_dir: Path, run_id: str, variant: str, test_case: str) -> Path:
+    return results_dir / run_id / variant / test_case
+
+
+def load_case(results_dir: Path, run_id: str, variant: str, test_case: str) -> CaseResult:
+    folder = case_dir(results_dir, run_id, variant, test_case)
+    summaries = sorted(folder.glob("*_summary.json"))
+    responses = sorted(folder.glob("*_individual_responses.json"))
+    return CaseResult(
+        variant=variant, test_case=test_case,
+        requests=[RequestResult.from_record(r) for r in read_records(folder / RECORDS_FILE)],
+        case=read_json(folder / CASE_FILE) or {},
+        llmperf_summary=read_json(summaries[0]) if summaries else None,
+        llmperf_responses=read_json(responses[0]) if responses else [],
+        specdecode=read_json(folder / SPECDECODE_FILE),
+        telemetry=read_json(folder / TELEMETRY_FILE),
+    )
 
 
 def list_runs(results_dir: Path) -> list[str]:
@@ -87,7 +150,3 @@ def list_runs(results_dir: Path) -> list[str]:
 
 def load_run(results_dir: Path, run_id: str) -> dict[str, Any]:
     return json.loads((results_dir / run_id / RUN_FILE).read_text())
-
-
-def case_dir(results_dir: Path, run_id: str, variant: str, test_case: str) -> Path:
-    return results_dir / run_id / variant / test_case

@@ -77,6 +77,7 @@ def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[
         endpoints=serving.endpoints,
         depends_on=[serving],
         tags=tags,
+        token_secret=model_access.secret_name if model_access else None,
     ), opts=with_aws)
     return Pairing(
         namespace=workspace.namespace,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib.util
 import json
 from dataclasses import dataclass
 from functools import cache
@@ -108,9 +109,9 @@ def _kubeconfig(c: Context) -> str:
 
 @cache
 def _offerings(region: str) -> list[dict[str, str]]:
-    import moto
-
-    path = Path(moto.__file__).parent / OFFERINGS_DATA / f"{region}.json.gz"
+    # The package's data files, found without importing moto (a third of a second per plan).
+    (package_dir,) = importlib.util.find_spec("moto").submodule_search_locations
+    path = Path(package_dir) / OFFERINGS_DATA / f"{region}.json.gz"
     return json.load(gzip.open(path)) if path.exists() else []
 
 

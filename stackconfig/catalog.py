@@ -164,8 +164,8 @@ CAPACITY_TYPES = ("on-demand", "reserved")
 DASHBOARD_MAX_WIDGETS = 500
 """CloudWatch's limit on widgets per dashboard, as the project's issue states it (CloudWatch
 service quotas; an older awsx docstring says 100)."""
-DASHBOARD_WIDGETS_PER_TEST_CASE = 4
-"""components/benchmark.py dashboard_body: one row of metric widgets per test case (a test
+DASHBOARD_WIDGETS_PER_TEST_CASE = 8
+"""components/benchmark.py dashboard_body: two rows of four metric widgets per test case (a test
 keeps the two in step), plus one header widget."""
 CONFIG_MAP_MAX_BYTES = 1024 * 1024
 """Kubernetes: the data in a ConfigMap cannot exceed 1 MiB (kubernetes.io, "ConfigMaps")."""

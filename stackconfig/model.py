@@ -237,7 +237,13 @@ class BenchmarkSettings:
     test_cases: dict[str, str | None]
     image: str
     llmperf_commit: str
+    """Full commit of ray-project/llmperf; one with a checked-in manifest (benchmark/llmperf/)."""
     metrics_namespace: str
+    sampling_params: dict[str, Any] = field(default_factory=lambda: {"temperature": 0})
+    """Sent with every request (LLMPerf's --additional-sampling-params). {} leaves sampling to the
+    server's defaults, as seeds 001 and 004 did."""
+    seed: str | None = None
+    """Which seed's published figures the report prints beside the measured ones (benchmark/seeds.py)."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,9 @@ import re
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
+from benchmark.podsetup import llmperf_commits
+from benchmark.seeds import SEEDS
+
 from .catalog import (
     CAPACITY_TYPES,
     DEVICES_PER_VARIANT,
@@ -58,9 +61,19 @@ HUGGING_FACE_TOKEN_KEY = "huggingFaceToken"
 
 UNKNOWN_MODEL = ModelInfo("", gated=False, params_billion=0)
 """Stands in for a model id already reported as unknown, so parsing can go on collecting problems."""
-# LLMPerf needs Python < 3.11 (FACTS.md); a patch-pinned slim image keeps the pod reproducible.
-DEFAULT_BENCHMARK_IMAGE = "public.ecr.aws/docker/library/python:3.10.19-slim-bookworm"
-LLMPERF_COMMIT = "f1d6bed"
+# Python 3.11: the version benchmark/requirements-pod.lock was resolved and install-tested for
+# (header of benchmark/requirements-pod.in); LLMPerf runs unchanged on 3.11 from src/ (FACTS.md
+# "LLMPerf, measured"). Tag listed in docker-library/official-images library/python (3.11.14-slim-bookworm);
+# public.ecr.aws/docker/library mirrors the Docker official images.
+DEFAULT_BENCHMARK_IMAGE = "public.ecr.aws/docker/library/python:3.11.14-slim-bookworm"
+LLMPERF_COMMIT = "f1d6bed47e4501b0e371082b41601b59ab55269f"
+DEFAULT_SAMPLING_PARAMS = {"temperature": 0}
+MIN_INPUT_TOKENS = 40
+# Request fields the benchmark itself sets: LLMPerf sends model, messages, stream and max_tokens
+# (the shape; ray-project/llmperf@f1d6bed:src/llmperf/ray_clients/openai_chat_completions_client.py
+# llm_request, max_tokens from token_benchmark_ray.py launch_request), and the measuring proxy adds
+# stream_options (benchmark/proxy.py with_usage).
+RESERVED_SAMPLING_KEYS = ("max_tokens", "messages", "model", "stream", "stream_options")
 
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 _RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
@@ -219,7 +232,7 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
         _check_against_platform(top, region, capacity, platform, reference)
     models = _declared_models(top)
     serving = _parse_serving(_Section("serving", raw.get("serving"), problems, SERVING_KEYS), capacity, models)
-    benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases", "image", "llmperfCommit", "metricsNamespace"}), stack, serving)
+    benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases", "image", "llmperfCommit", "metricsNamespace", "samplingParams", "seed"}), stack, serving)
     variants = _resolve_baselines(_parse_variants(top, raw.get("variants"), problems, serving, benchmark, models), problems)
     if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
         for index, variant in enumerate(variants):
@@ -586,6 +599,13 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
         s.problem("testCases", f"prompts total {prompt_bytes} bytes; the benchmark's ConfigMap (1 MiB at most) leaves "
                                f"{TEST_CASE_PROMPTS_MAX_BYTES} for them")
     input_tokens = s.integer("inputTokens", low=1)
+    if input_tokens and input_tokens < MIN_INPUT_TOKENS:
+        # LLMPerf redraws a prompt length until it covers its own prompt template; with the
+        # driver's stddev 0 a shorter target never does and LLMPerf spins without sending a
+        # request (seen running f1d6bed; the redraw loop is in src/llmperf/utils.py
+        # randomly_sample_sonnet_lines_prompt). It warns below 40 itself (token_benchmark_ray.py
+        # run_token_benchmark).
+        s.problem("inputTokens", f"{input_tokens} is below {MIN_INPUT_TOKENS}: LLMPerf's prompt template alone is longer, and it would never start")
     output_tokens = s.integer("outputTokens", low=2)
     if input_tokens and output_tokens and serving.max_model_len and input_tokens + output_tokens > serving.max_model_len:
         s.problem("outputTokens", f"inputTokens + outputTokens = {input_tokens + output_tokens} exceeds serving.maxModelLen {serving.max_model_len}")
@@ -601,9 +621,21 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
         request_timeout_s=s.integer("requestTimeoutSeconds", 3600, low=60),
         test_cases=dict(test_cases or {}),
         image=s.string("image", DEFAULT_BENCHMARK_IMAGE, check=_pinned_image),
-        llmperf_commit=s.string("llmperfCommit", LLMPERF_COMMIT, pattern=re.compile(r"^[0-9a-f]{7,40}$"), hint="a git commit sha"),
+        llmperf_commit=s.string("llmperfCommit", LLMPERF_COMMIT, choices=llmperf_commits()) or LLMPERF_COMMIT,
         metrics_namespace=namespace or "",
+        sampling_params=_sampling_params(s),
+        seed=s.string("seed", None, choices=tuple(SEEDS)),
     )
+
+
+def _sampling_params(s: _Section) -> dict[str, Any]:
+    params = s.mapping("samplingParams", dict(DEFAULT_SAMPLING_PARAMS))
+    for key in sorted(set(params or {}) & set(RESERVED_SAMPLING_KEYS)):
+        s.problem(f"samplingParams.{key}", f"is set by the benchmark itself; not allowed here ({', '.join(RESERVED_SAMPLING_KEYS)})")
+    temperature = (params or {}).get("temperature")
+    if "temperature" in (params or {}) and (isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0):
+        s.problem("samplingParams.temperature", f"must be a number >= 0, got {temperature!r}")
+    return dict(params or {})
 
 
 VARIANT_KEYS = {"name", "role", "target", "baseline", "draft", "numSpeculativeTokens", "draftMaxModelLen", "speculationMethod",

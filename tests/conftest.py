@@ -71,9 +71,11 @@ def no_aws_credentials(tmp_path, monkeypatch):
 
 @pytest.fixture
 def aws_credentials(no_aws_credentials, monkeypatch):
-    """Fake keys and nothing else (moto accepts any)."""
+    """Fake keys (moto accepts any), and one attempt per call: moto answers what it lacks with an
+    error that the standard retry mode would retry twice, with backoff."""
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAIOSFODNN7EXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
 
 
 @pytest.fixture

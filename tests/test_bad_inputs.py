@@ -178,5 +178,5 @@ def test_the_largest_allowed_prompts_fit_the_config_map():
     spec = load_stack(QWEN).spec()
     cases = {f"case-{i}": "x" * (TEST_CASE_PROMPTS_MAX_BYTES // 8) for i in range(8)}
     big = type(spec)(**{**spec.__dict__, "benchmark": type(spec.benchmark)(**{**spec.benchmark.__dict__, "test_cases": cases})})
-    data = {**pod_code(), "run-config.json": json.dumps(run_config(big, {v.name: "http://x" for v in spec.variants}), indent=2)}
+    data = {**pod_code(spec.benchmark.llmperf_commit), "run-config.json": json.dumps(run_config(big, {v.name: "http://x" for v in spec.variants}), indent=2)}
     assert sum(len(v.encode()) for v in data.values()) < CONFIG_MAP_MAX_BYTES

@@ -1,44 +1,90 @@
 """The benchmark component: IAM scope, Job/CronJob spec, code shipped by ConfigMap, dashboard."""
 import json
+import subprocess
+import sys
 
-from benchmark.publish import DIMENSIONS, METRICS
-from components.benchmark import PACKAGE_DIR, POD_MODULES
+import pytest
+
+from benchmark.publish import DIMENSIONS, UNITS
+from components.benchmark import PACKAGE_DIR, POD_LOCK, POD_MODULES
 from offline.stacks import load_stack, run_stack
 
 from .helpers import assert_least_privilege, role_documents, trust_condition
 
 
-def test_runner_role_may_only_publish_its_namespace_and_write_results(recording, spec):
+def test_runner_role_grows_only_by_what_the_pod_reads(recording, spec):
     trust, policy = role_documents(recording, "benchmark-runner")
     assert f"system:serviceaccount:{spec.namespace}:llmperf" in trust_condition(trust).values()
-    assert assert_least_privilege(policy) == 2
+    assert assert_least_privilege(policy) == 5
     by_sid = {s["Sid"]: s for s in policy["Statement"]}
     metrics = by_sid["PublishBenchmarkMetrics"]
     assert metrics["Action"] == "cloudwatch:PutMetricData"
     assert metrics["Condition"] == {"StringEquals": {"cloudwatch:namespace": spec.benchmark.metrics_namespace}}
+    # GetMetricData and ListMetrics support no resource-level permissions: "*", read only.
+    assert by_sid["ReadNeuronTelemetry"] == {"Sid": "ReadNeuronTelemetry", "Effect": "Allow", "Resource": "*",
+                                             "Action": ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"]}
     bucket_arn = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
     assert by_sid["WriteBenchmarkResults"]["Resource"] == f"{bucket_arn}/results/{spec.name}/*"
     assert sorted(by_sid["WriteBenchmarkResults"]["Action"]) == ["s3:AbortMultipartUpload", "s3:PutObject"]
+    assert by_sid["TokenizerCache"]["Resource"] == f"{bucket_arn}/cache/tokenizers/*"
+    assert sorted(by_sid["TokenizerCache"]["Action"]) == ["s3:GetObject", "s3:PutObject"]
+    listing = by_sid["ListTokenizerCache"]
+    assert (listing["Action"], listing["Resource"]) == ("s3:ListBucket", bucket_arn)
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["cache/tokenizers/*"]}}
     account = recording.one("kubernetes:core/v1:ServiceAccount").inputs
     role = recording.one("aws:iam/role:Role", "benchmark-runner")
     assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"] == role.outputs["arn"]
 
 
-def test_code_and_run_config_are_shipped_by_config_map(recording, spec):
+def test_the_pod_may_read_its_variants_pods_and_claims_only(recording, spec):
+    role = recording.one("kubernetes:rbac.authorization.k8s.io/v1:Role").inputs
+    assert role["metadata"]["namespace"] == spec.namespace
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+                             {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list"]}]
+    binding = recording.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").inputs
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "llmperf", "namespace": spec.namespace}]
+    job = recording.one("kubernetes:batch/v1:Job")
+    assert recording.depends_on(job, recording.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"))
+
+
+def test_code_lock_manifest_and_run_config_are_shipped_by_config_map(recording, spec):
     data = recording.one("kubernetes:core/v1:ConfigMap", "benchmark-code").inputs["data"]
-    for module in POD_MODULES:
+    for module in POD_MODULES + (POD_LOCK,):
         assert data[module] == (PACKAGE_DIR / module).read_text()
+    commit = spec.benchmark.llmperf_commit
+    assert data[f"llmperf-{commit}.manifest"] == (PACKAGE_DIR / "llmperf" / f"{commit}.manifest").read_text()
     config = json.loads(data["run-config.json"])
-    assert config["stack"] == spec.stack
-    assert config["shape"]["inputTokens"] == spec.benchmark.input_tokens and config["shape"]["temperature"] == 0
+    assert config["stack"] == spec.stack and config["clusterName"] == spec.cluster_name and config["llmperfCommit"] == commit
+    assert config["shape"]["inputTokens"] == spec.benchmark.input_tokens
+    assert config["shape"]["samplingParams"] == spec.benchmark.sampling_params and config["seed"] == spec.benchmark.seed
     assert config["testCases"] == spec.benchmark.test_cases
     endpoints = recording.stack_outputs["endpoints"]
     assert {v["name"]: v["endpoint"] for v in config["variants"]} == endpoints
+    deployments = {d.inputs["metadata"]["name"]: d.inputs for d in recording.of_type("kubernetes:apps/v1:Deployment")}
+    for variant in config["variants"]:
+        # The selector finds exactly the variant's vLLM pod.
+        assert variant["podSelector"] == deployments[f"vllm-{variant['name']}"]["spec"]["selector"]["matchLabels"]
+        # The variant's share of its node's price: trn2.48xlarge at the catalog's approximate
+        # $35.76/h (stackconfig/catalog.py), by devices.
+        assert variant["costPerHourUsd"] == pytest.approx(35.76 * variant["devices"] / 16)
+        assert variant["targetParamsBillion"] > 0
     sd = next(v for v in config["variants"] if v["role"] == "sd")
-    assert sd["baseline"] and sd["draft"] and sd["numSpeculativeTokens"]
+    assert sd["baseline"] and sd["draft"] and sd["numSpeculativeTokens"] and 0 < sd["draftParamsBillion"] < sd["targetParamsBillion"]
 
 
-def test_job_and_cronjob_template_share_one_spec(recording, spec):
+def test_the_pod_modules_need_nothing_from_the_operator_side(tmp_path):
+    """Only the shipped files: importing the driver must not reach report, seeds or stackconfig."""
+    (tmp_path / "benchmark" / "llmperf").mkdir(parents=True)
+    for module in POD_MODULES:
+        (tmp_path / "benchmark" / module).write_text((PACKAGE_DIR / module).read_text())
+    code = "import benchmark.driver, benchmark.podsetup, benchmark.telemetry, sys; print(sorted(m for m in sys.modules if m.startswith(('benchmark', 'stackconfig', 'matplotlib'))))"
+    result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env={"PATH": "/usr/bin"})
+    assert result.returncode == 0, result.stderr
+    assert "stackconfig" not in result.stdout and "matplotlib" not in result.stdout and "benchmark.seeds" not in result.stdout
+
+
+def test_job_installs_verified_dependencies_then_runs_offline(recording, spec):
     job = recording.one("kubernetes:batch/v1:Job").inputs
     cron = recording.one("kubernetes:batch/v1:CronJob").inputs
     assert job["metadata"]["name"].startswith("llmperf-") and len(job["metadata"]["name"]) == len("llmperf-") + 8
@@ -48,14 +94,24 @@ def test_job_and_cronjob_template_share_one_spec(recording, spec):
     assert job["spec"]["backoffLimit"] == 0
     pod = job["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "llmperf" and pod["nodeSelector"] == {"sd-trn2/node-role": "system"}
+    assert pod["terminationGracePeriodSeconds"] >= 30
     (container,) = pod["containers"]
-    assert container["image"] == spec.benchmark.image and ":" in container["image"]
-    script = container["command"][-1]
-    assert f"llmperf/archive/{spec.benchmark.llmperf_commit}.tar.gz" in script and "boto3==" in script
-    env = {e["name"]: e.get("value") for e in container["env"]}
-    assert env["METRICS_NAMESPACE"] == spec.benchmark.metrics_namespace and env["RESULTS_PREFIX"] == f"results/{spec.name}/"
+    assert container["image"] == spec.benchmark.image and container["image"].endswith(":3.11.14-slim-bookworm")
+    lines = container["command"][-1].splitlines()
+    assert lines[0] == "set -euo pipefail"
+    pip = next(line for line in lines if line.startswith("pip install"))
+    assert "--require-hashes --no-deps -r benchmark/requirements-pod.lock" in pip and "FATAL" in pip
+    assert f"python -m benchmark.podsetup --commit {spec.benchmark.llmperf_commit} " in container["command"][-1]
+    assert "export HF_HOME=/opt/hf HF_HUB_OFFLINE=1" in lines and lines[-1].startswith("exec python -m benchmark.driver ")
+    env = {e["name"]: e for e in container["env"]}
+    assert env["METRICS_NAMESPACE"]["value"] == spec.benchmark.metrics_namespace and env["RESULTS_PREFIX"]["value"] == f"results/{spec.name}/"
+    if spec.requires_hugging_face_token:
+        assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hugging-face", "key": "token"}
+    else:
+        assert "HF_TOKEN" not in env
     paths = {i["path"] for i in pod["volumes"][0]["configMap"]["items"]}
-    assert {f"benchmark/{m}" for m in POD_MODULES} | {"run-config.json"} == paths
+    assert paths == {f"benchmark/{m}" for m in POD_MODULES + (POD_LOCK,)} | {
+        "run-config.json", f"benchmark/llmperf/{spec.benchmark.llmperf_commit}.manifest"}
 
 
 def test_a_new_benchmark_configuration_is_a_new_job():
@@ -69,18 +125,25 @@ def test_a_new_benchmark_configuration_is_a_new_job():
 def test_dashboard_queries_exactly_what_is_published(recording, spec):
     body = json.loads(recording.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardBody"])
     widgets = [w for w in body["widgets"] if w["type"] == "metric"]
-    assert len(widgets) >= len(spec.benchmark.test_cases)
-    seen_cases, seen_variants = set(), set()
+    assert len(widgets) == 8 * len(spec.benchmark.test_cases)
+    seen = set()
     for widget in widgets:
         for metric in widget["properties"]["metrics"]:
             namespace, name, *rest = metric
             dims = dict(zip(rest[0:-1:2], rest[1:-1:2]))
-            assert namespace == spec.benchmark.metrics_namespace and name in METRICS
+            assert namespace == spec.benchmark.metrics_namespace and name in UNITS
             assert tuple(dims) == DIMENSIONS
-            seen_cases.add(dims["TestCase"])
-            seen_variants.add(dims["Variant"])
-        assert widget["properties"]["stat"] == "p50" and widget["properties"]["region"] == spec.region
-    assert seen_cases == set(spec.benchmark.test_cases) and seen_variants == {v.name for v in spec.variants}
+            seen.add((dims["TestCase"], dims["Variant"], name, widget["properties"]["stat"]))
+        assert widget["properties"]["region"] == spec.region
+    for test_case in spec.benchmark.test_cases:
+        for variant in spec.variants:
+            for name, stat in (("TimePerOutputToken", "p50"), ("OutputTokens", "p50"), ("AcceptanceRate", "Average"),
+                               ("NeuronCoreUtilization", "Average"), ("NeuronMemoryUsed", "Maximum")):
+                assert (test_case, variant.name, name, stat) in seen
+    # Each test case's Neuron widgets sit right under its latency widgets.
+    for test_case in spec.benchmark.test_cases:
+        rows = sorted({w["y"] for w in widgets if w["properties"]["title"].startswith(f"{test_case}: ")})
+        assert len(rows) == 2 and rows[1] - rows[0] == 6
     outputs = recording.stack_outputs
     assert outputs["dashboardUrl"].endswith(recording.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardName"])
     assert outputs["resultsPrefix"] == f"s3://{outputs['modelBucket']}/results/{spec.name}/"

@@ -49,6 +49,15 @@ LLAMA = load_stack("llama3.1-8b-llama3.2-1b").project_values()
         ("benchmark.concurrency", 8, "benchmark.concurrency", "exceeds serving.maxNumSeqs"),
         ("serving.maxNumSeqs", "four", "serving.maxNumSeqs", "must be an integer"),
         ("variants.1.draft", None, "variants[1].draft", "required on an sd variant"),
+        ("benchmark.samplingParams", {"max_tokens": 5}, "benchmark.samplingParams.max_tokens", "set by the benchmark itself"),
+        ("benchmark.samplingParams", {"stream_options": {}}, "benchmark.samplingParams.stream_options", "set by the benchmark itself"),
+        ("benchmark.samplingParams", {"temperature": -1}, "benchmark.samplingParams.temperature", "a number >= 0"),
+        ("benchmark.samplingParams", {"temperature": "hot"}, "benchmark.samplingParams.temperature", "a number >= 0"),
+        ("benchmark.samplingParams", "greedy", "benchmark.samplingParams", "must be an object"),
+        ("benchmark.seed", "005", "benchmark.seed", "not one of 000, 001, 002, 003, 004"),
+        ("benchmark.seed", 1, "benchmark.seed", "must be a string"),
+        ("benchmark.llmperfCommit", "f1d6bed", "benchmark.llmperfCommit", "is not one of f1d6bed47e4501b0e371082b41601b59ab55269f"),
+        ("benchmark.inputTokens", 32, "benchmark.inputTokens", "LLMPerf's prompt template alone is longer"),
     ],
 )
 def test_each_rule_names_the_key(path, value, bad_key, words):
@@ -139,6 +148,15 @@ def test_a_valid_stack_parses():
     assert spec.node_count == 1
 
 
+def test_benchmark_defaults_sample_greedily_with_the_pinned_llmperf():
+    values = edited(BASE, "benchmark.samplingParams", None)
+    values = edited(values, "benchmark.seed", None)
+    benchmark = parse(values).benchmark
+    assert benchmark.sampling_params == {"temperature": 0} and benchmark.seed is None
+    assert benchmark.llmperf_commit == "f1d6bed47e4501b0e371082b41601b59ab55269f"
+    assert parse(edited(BASE, "benchmark.samplingParams", {})).benchmark.sampling_params == {}
+
+
 # Property-based: any single corruption of a valid config is reported against the key that was
 # corrupted, as a ConfigError, never as another exception.
 LEAF_PATHS = [
@@ -146,6 +164,7 @@ LEAF_PATHS = [
     "capacity.rootVolumeGiB", "serving.target", "serving.devicesPerVariant", "serving.logicalNeuronCores",
     "serving.maxNumSeqs", "serving.maxModelLen", "variants[1].numSpeculativeTokens", "variants[1].draft",
     "variants[0].role", "benchmark.inputTokens", "benchmark.concurrency", "modelStore.retainOnDestroy",
+    "benchmark.samplingParams", "benchmark.seed", "benchmark.llmperfCommit",
 ]
 junk = st.one_of(
     st.text(max_size=8), st.integers(min_value=-10**6, max_value=10**6), st.booleans(),

@@ -146,6 +146,13 @@ def test_clients_honour_the_per_service_endpoint_variables(moto_server, aws_cred
     assert account.check_identity(run.aws_clients("us-east-2").sts, "us-east-2").status == "WARN"
 
 
+def test_clients_make_three_attempts_unless_aws_max_attempts_says_otherwise(aws_credentials, monkeypatch):
+    assert run.aws_clients("us-east-2").sts.meta.config.retries == {"mode": "standard", "total_max_attempts": 1}
+    monkeypatch.delenv("AWS_MAX_ATTEMPTS")
+    retries = run.aws_clients("us-east-2").sts.meta.config.retries
+    assert retries.get("mode") == "standard" and retries.get("total_max_attempts", 3) == 3
+
+
 def test_identity_fails_without_credentials(moto_server, no_aws_credentials, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     result = account.check_identity(boto3.Session().client("sts", region_name="us-east-2"), "us-east-2")

@@ -83,3 +83,36 @@ def test_artifact_paths_are_distinct_and_follow_compile_settings():
         for variant in changed:
             assert variant.artifact_path != sd.artifact_path
             assert variant.artifact_path.startswith("compiled/")
+
+
+# stack -> seed whose benchmark shape it reproduces by default (benchmark/seeds.py). The EAGLE3
+# stacks reproduce no seed: no seed ran an EAGLE3 head, so no published figure is theirs to show.
+SEED_OF_STACK = {"qwen3-32b-qwen3-1.7b": "003", "qwen3-32b-qwen3-0.6b": "001", "llama3.1-405b-llama3.2-1b": "004",
+                 "llama3.1-8b-llama3.2-1b": "002"}
+
+
+@pytest.mark.parametrize("stack", sorted(set(EXPECTED) - set(SEED_OF_STACK)))
+def test_stacks_without_a_seed_print_no_seed_figures(stack):
+    assert load_stack(stack).spec().benchmark.seed is None
+
+
+@pytest.mark.parametrize("stack", sorted(SEED_OF_STACK))
+def test_benchmark_defaults_are_the_seeds_values(stack):
+    from benchmark.seeds import SEEDS
+
+    benchmark = load_stack(stack).spec().benchmark
+    seed = SEEDS[SEED_OF_STACK[stack]]
+    assert benchmark.seed == seed.id
+    prompts = set(benchmark.test_cases.values())
+    if seed.id in ("001", "004"):
+        # Same shape, same sampling ({} = the server's defaults), LLMPerf's sonnets only.
+        shape = seed.shape
+        assert (benchmark.input_tokens, benchmark.output_tokens, benchmark.concurrency, benchmark.requests_per_test_case) == \
+            (shape.input_tokens, shape.output_tokens, shape.concurrency, shape.requests)
+        assert benchmark.sampling_params == shape.sampling_params == {} and prompts == set(shape.prompts) == {None}
+    if seed.id == "003":
+        # The sample's shape and eight prompts (seed 000) plus the two the blog analyses, greedy.
+        sample = SEEDS["000"].shape
+        assert (benchmark.input_tokens, benchmark.output_tokens) == (sample.input_tokens, sample.output_tokens)
+        assert prompts == set(sample.prompts) | set(seed.shape.prompts)
+        assert benchmark.sampling_params == seed.shape.sampling_params == {"temperature": 0}

@@ -6,6 +6,7 @@ AWS is moto (in-process); the pulumi, kubectl and aws CLIs are stand-ins on a PA
 """
 from __future__ import annotations
 
+import json
 import stat
 from datetime import datetime, timezone
 
@@ -18,7 +19,7 @@ from tools import destroy, fetch_results, rerun_benchmark, sweep
 
 from . import fake_clis
 from .fake_clis import CLUSTER, NAMESPACE, RESULTS, SECRET_MARKER, deployed_outputs, logged
-from .llmperf_files import request, write_case, write_run
+from .results_files import record, write_case, write_run
 
 STACK = "qwen3-32b-qwen3-1.7b"  # aws:region us-east-2
 PLATFORM, SHARED = "platform", "qwen3-32b-qwen3-1.7b-shared"  # the shared pairing names the platform
@@ -46,9 +47,11 @@ def one_line_error(capsys) -> str:
 def upload_runs(s3, tmp_path, runs: dict[str, float]) -> None:
     local = tmp_path / "made"
     for run_id, e2e in runs.items():
-        write_run(local, run_id, {"counting": "x"})
-        for variant in ("base", "sd"):
-            write_case(local, run_id, variant, "counting", [request(ttft=0.05, e2e=e2e, output_tokens=100)])
+        status = "complete" if e2e > 5 else "running"
+        write_run(local, run_id, {"counting": "x", "sonnets": None}, status=status)
+        # A running run's pod died after its first case: that is all it uploaded.
+        for variant in ("base", "sd") if status == "complete" else ("base",):
+            write_case(local, run_id, variant, "counting", [record(ttft=0.05, e2e=e2e, tokens=100)])
         for path in (local / run_id).rglob("*"):
             if path.is_file():
                 s3.upload_file(str(path), BUCKET, f"{RESULTS}{run_id}/{path.relative_to(local / run_id).as_posix()}")
@@ -68,7 +71,12 @@ def test_results_reads_the_bucket_output_in_the_stack_region(tmp_path, aws_crede
     assert [p.name for p in out.iterdir() if p.is_dir()] == ["20261120T000000Z-b"]
     assert (out / "report.md").exists() and (out / "report.json").exists() and (out / "report.png").exists()
     assert logged(log) == [["pulumi", "stack", "output", "--json", "--show-secrets", "--non-interactive", "--stack", STACK]]
-    assert SECRET_MARKER not in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert SECRET_MARKER not in printed
+    assert "  20261119T000000Z-a: complete\n  20261120T000000Z-b: running\n" in printed
+    assert "Run 20261120T000000Z-b" in printed and "RUNNING (or its pod died before finishing" in printed
+    report = json.loads((out / "report.json").read_text())["runs"]["20261120T000000Z-b"]["cases"]
+    assert report["counting"]["base"]["completed"] == 1 and report["sonnets"]["sd"]["completed"] == 0
 
 
 @mock_aws
@@ -291,3 +299,11 @@ def test_every_tool_without_credentials_prints_one_line_and_fails(tmp_path, no_a
 def test_every_tool_names_an_unknown_stack(aws_credentials, capsys, tool):
     assert tool.main(["--stack", "no-such-stack"]) == 2
     assert "no stack file Pulumi.no-such-stack.yaml in stacks/; stacks: " in capsys.readouterr().err
+
+
+def test_the_sample_report_is_labelled_synthetic(tmp_path):
+    from tools import sample_report
+
+    assert sample_report.main(["--out", str(tmp_path / "sample"), "--png", str(tmp_path / "sample.png")]) == 0
+    text = (tmp_path / "sample" / "report.md").read_text()
+    assert "(SYNTHETIC)" in text and "### Seed 003" in text and (tmp_path / "sample.png").read_bytes()[:4] == b"\x89PNG"

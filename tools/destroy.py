@@ -7,7 +7,6 @@ it (its namespace, NodePool and servers run on the platform's cluster).
 """
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 
@@ -15,7 +14,7 @@ from offline.stacks import ROOT, load_stack, stack_names
 from stackconfig import ConfigError, PlatformSpec, StackSpec
 
 from . import sweep
-from .stack import ToolError, aws_session, pulumi_outputs, require_cli, run_tool, stack_spec
+from .stack import ToolError, aws_session, pulumi_outputs, require_cli, stack_spec, stack_tool
 
 
 def pairings_on(platform: str) -> list[str]:
@@ -55,11 +54,7 @@ def destroy(stack: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
-    args = parser.parse_args(argv)
-    return run_tool(lambda: destroy(args.stack))
-
+    return stack_tool(__doc__, destroy, argv)
 
 if __name__ == "__main__":
     sys.exit(main())

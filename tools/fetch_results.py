@@ -1,19 +1,24 @@
-"""`make results STACK=<s> [RUN=<id>] [BUCKET=<b>]`: download a benchmark run and report on it.
+"""`make results STACK=<s> [RUN=<id>] [BUCKET=<b>]`: list the stack's benchmark runs with their
+status, download the latest (or RUN) and report on it.
 
     python -m tools.fetch_results --stack S [--bucket B] [--run-id ID] [--out DIR]
 
-The region is the stack's (its aws:region), whatever the shell's AWS region says. The bucket
-defaults to the stack's `modelBucket` output (needs the Pulumi CLI and a login); the run to the
-latest one.
+A run's run.json says "running" from its first second until it ends "complete", "incomplete" (a
+case completed fewer requests than asked) or "failed" (with the reason); a run whose pod died
+stays "running". Cases are uploaded as each finishes, so an unfinished run is reported with the
+cases it has. The region is the stack's (its aws:region), whatever the shell's AWS region says.
+The bucket defaults to the stack's `modelBucket` output (needs the Pulumi CLI and a login).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from benchmark.report import write_report
+from benchmark.results import RUN_FILE
 from components.benchmark import results_prefix
 
 from .stack import ToolError, aws_session, bucket_of, pairing_spec, run_tool
@@ -24,6 +29,14 @@ def run_ids(client: Any, bucket: str, results: str) -> list[str]:
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=results, Delimiter="/"):
         ids += [p["Prefix"][len(results):].rstrip("/") for p in page.get("CommonPrefixes", [])]
     return sorted(ids)
+
+
+def run_status(client: Any, bucket: str, results: str, run_id: str) -> str:
+    try:
+        run = json.loads(client.get_object(Bucket=bucket, Key=f"{results}{run_id}/{RUN_FILE}")["Body"].read())
+    except client.exceptions.NoSuchKey:
+        return "no run.json"
+    return f"{run.get('status')}{': ' + run['reason'] if run.get('reason') else ''}"
 
 
 def download_run(client: Any, bucket: str, results: str, run_id: str, out_dir: Path) -> int:
@@ -45,13 +58,17 @@ def fetch(args: argparse.Namespace) -> int:
     results = results_prefix(spec)
     runs = run_ids(client, bucket, results)
     if not runs:
-        raise ToolError(f"no benchmark runs under s3://{bucket}/{results} yet (is the llmperf job still running?)")
+        raise ToolError(f"no benchmark runs under s3://{bucket}/{results} yet: a run uploads run.json as soon as its "
+                        "setup is done; see the llmperf Job's log for a setup failure or the wait for the servers")
     if args.run_id and args.run_id not in runs:
         raise ToolError(f"no run {args.run_id} under s3://{bucket}/{results}; runs: {', '.join(runs)}")
+    print(f"benchmark runs in s3://{bucket}/{results}:")
+    for run in runs:
+        print(f"  {run}: {run_status(client, bucket, results, run)}")
     run_id = args.run_id or runs[-1]
     out_dir = args.out or Path("build") / "results" / args.stack
     count = download_run(client, bucket, results, run_id, out_dir)
-    print(f"downloaded {count} files of run {run_id} to {out_dir}\n")
+    print(f"downloaded {count} files of run {run_id} ({run_status(client, bucket, results, run_id)}) to {out_dir}\n")
     write_report(out_dir)
     print(f"\nreport: {out_dir / 'report.md'}, {out_dir / 'report.png'}, {out_dir / 'report.json'}")
     return 0

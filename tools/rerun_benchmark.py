@@ -8,7 +8,6 @@ get-token`), AWS credentials and the Pulumi CLI logged in to the stack's backend
 """
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -22,7 +21,7 @@ from .stack import (
     kubectl,
     pairing_spec,
     require_cli,
-    run_tool,
+    stack_tool,
 )
 
 
@@ -50,11 +49,7 @@ def rerun(stack: str, now: datetime) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
-    args = parser.parse_args(argv)
-    return run_tool(lambda: rerun(args.stack, datetime.now(timezone.utc)))
-
+    return stack_tool(__doc__, lambda stack: rerun(stack, datetime.now(timezone.utc)), argv)
 
 if __name__ == "__main__":
     sys.exit(main())

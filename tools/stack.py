@@ -12,6 +12,7 @@ without a traceback.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -197,6 +198,14 @@ def kubeconfig_file(deployed: DeployedStack) -> Iterator[Path]:
 def kubectl(deployed: DeployedStack, kubeconfig: Path, *args: str) -> list[str]:
     """A kubectl command bound to the stack's cluster and namespace, never the current context."""
     return ["kubectl", "--kubeconfig", str(kubeconfig), "--namespace", deployed.namespace, *args]
+
+
+def stack_tool(doc: str, action: Callable[[str], int], argv: list[str] | None) -> int:
+    """A tool whose only argument is `--stack`: parse it and run `action(stack)` with run_tool."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stack", required=True)
+    args = parser.parse_args(argv)
+    return run_tool(lambda: action(args.stack))
 
 
 def run_tool(action: Callable[[], int]) -> int:

@@ -11,14 +11,13 @@ when something is left.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
 from stackconfig import StackSpec
 
-from .stack import aws_session, cluster_name_of, run_tool, stack_spec
+from .stack import aws_session, cluster_name_of, stack_spec, stack_tool
 
 LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped", "shutting-down"]
 
@@ -183,11 +182,7 @@ def sweep(stack: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
-    args = parser.parse_args(argv)
-    return run_tool(lambda: sweep(args.stack))
-
+    return stack_tool(__doc__, sweep, argv)
 
 if __name__ == "__main__":
     sys.exit(main())

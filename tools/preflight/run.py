@@ -28,8 +28,12 @@ from . import account, capacity, clis, cost, hub, platform
 from .estimate import run_estimate
 from .result import UNREACHABLE, Result, guarded
 
-# A preflight should answer in seconds: few retries, short timeouts.
-CLIENT_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=20)
+def client_config() -> Config:
+    """A preflight should answer in seconds: short timeouts, and the standard retry mode's 3
+    attempts in all, or what AWS_MAX_ATTEMPTS says (botocore reads it only when the client config
+    sets no max_attempts, and then writes the result into the config's retries dict: botocore 1.44
+    args.py _compute_retry_max_attempts; hence a fresh Config per client)."""
+    return Config(retries={"mode": "standard"}, connect_timeout=5, read_timeout=20)
 
 
 @dataclass(frozen=True)
@@ -46,7 +50,7 @@ def aws_clients(region: str) -> AwsClients:
     session = boto3.Session(region_name=region)
 
     def client(service: str, in_region: str = region) -> Any:
-        return session.client(service, region_name=in_region, config=CLIENT_CONFIG)
+        return session.client(service, region_name=in_region, config=client_config())
 
     return AwsClients(sts=client("sts"), ec2=client("ec2"), ssm=client("ssm"), eks=client("eks"),
                       quotas=client("service-quotas"), pricing=client("pricing", cost.PRICING_REGION))
