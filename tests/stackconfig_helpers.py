@@ -16,7 +16,7 @@ SMALL = {
     "serving": {"target": "Qwen/Qwen3-32B", "devicesPerVariant": 8, "maxNumSeqs": 4, "maxModelLen": 1024},
     "variants": [{"name": "base", "role": "baseline"},
                  {"name": "sd", "role": "sd", "draft": "Qwen/Qwen3-1.7B", "numSpeculativeTokens": 7}],
-    "benchmark": {"inputTokens": 32, "outputTokens": 64},
+    "benchmark": {"inputTokens": 40, "outputTokens": 64},
 }
 """A valid pairing with slack everywhere (short benchmark sequences, concurrency 1), so that one
 edit breaks one rule only. nxdi-legacy, TP 32, a plain draft."""

@@ -13,7 +13,7 @@ from .stackconfig_helpers import SMALL, edits_id, parse, problem_list, with_edit
 
 def test_benchmark_defaults():
     benchmark = parse(SMALL).benchmark
-    assert benchmark == BenchmarkSettings(input_tokens=32, output_tokens=64, concurrency=1, requests_per_test_case=10,
+    assert benchmark == BenchmarkSettings(input_tokens=40, output_tokens=64, concurrency=1, requests_per_test_case=10,
                                           request_timeout_s=3600, test_cases=DEFAULT_TEST_CASES, image=DEFAULT_BENCHMARK_IMAGE,
                                           llmperf_commit=LLMPERF_COMMIT, metrics_namespace="LLMPerf/test")
     assert benchmark.test_cases is not DEFAULT_TEST_CASES
@@ -25,19 +25,21 @@ def test_the_default_metrics_namespace_uses_the_stack_slug():
 
 def test_every_benchmark_setting_lands_in_the_spec():
     benchmark = parse(with_edits(SMALL, {"benchmark": {
-        "inputTokens": 1, "outputTokens": 2, "concurrency": 4, "requestsPerTestCase": 1000, "requestTimeoutSeconds": 60,
+        "inputTokens": 40, "outputTokens": 2, "concurrency": 4, "requestsPerTestCase": 1000, "requestTimeoutSeconds": 60,
         "testCases": {"sonnets": None, "a-b": "x"}, "image": "example.com/python@sha256:" + "a" * 64,
-        "llmperfCommit": "0123456789abcdef0123456789abcdef01234567", "metricsNamespace": "My/Bench.mark_#:-" + "n" * 238}})).benchmark
+        "llmperfCommit": LLMPERF_COMMIT, "metricsNamespace": "My/Bench.mark_#:-" + "n" * 238,
+        "samplingParams": {"temperature": 0.7, "top_p": 0.9}, "seed": "003"}})).benchmark
     assert benchmark == BenchmarkSettings(
-        input_tokens=1, output_tokens=2, concurrency=4, requests_per_test_case=1000, request_timeout_s=60,
+        input_tokens=40, output_tokens=2, concurrency=4, requests_per_test_case=1000, request_timeout_s=60,
         test_cases={"sonnets": None, "a-b": "x"}, image="example.com/python@sha256:" + "a" * 64,
-        llmperf_commit="0123456789abcdef0123456789abcdef01234567", metrics_namespace="My/Bench.mark_#:-" + "n" * 238)
+        llmperf_commit=LLMPERF_COMMIT, metrics_namespace="My/Bench.mark_#:-" + "n" * 238,
+        sampling_params={"temperature": 0.7, "top_p": 0.9}, seed="003")
 
 
 @pytest.mark.parametrize("edits", [
-    {"benchmark.requestsPerTestCase": 1, "benchmark.llmperfCommit": "abcdef0"},
-    {"benchmark.outputTokens": 992},                                   # inputTokens + outputTokens = maxModelLen
-    {"benchmark.testCases": {f"case-{i}": "x" for i in range(124)}},     # 1 + 4 x 124 = 497 widgets
+    {"benchmark.requestsPerTestCase": 1, "benchmark.samplingParams.temperature": 0},
+    {"benchmark.outputTokens": 984},                                   # inputTokens + outputTokens = maxModelLen
+    {"benchmark.testCases": {f"case-{i}": "x" for i in range(62)}},      # 1 + 8 x 62 = 497 widgets
     {"benchmark.testCases": {"e": "é" * 262144}},                      # 524288 bytes, 262144 characters
     {"benchmark.metricsNamespace": "aws/lowercase"},
 ], ids=["lowest", "longest-sequence", "most-test-cases", "largest-prompts", "aws-lowercase"])
@@ -47,7 +49,7 @@ def test_benchmark_values_at_the_limits_are_accepted(edits):
 
 NAMESPACE = "is not valid: a CloudWatch namespace: 1 to 255 letters, digits and . _ / # : -, not starting with AWS/"
 BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'metricsNamespace', 'outputTokens', "
-                  "'requestTimeoutSeconds', 'requestsPerTestCase', 'testCases']")
+                  "'requestTimeoutSeconds', 'requestsPerTestCase', 'samplingParams', 'seed', 'testCases']")
 
 
 @pytest.mark.parametrize("edits, problems", [
@@ -60,14 +62,16 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'met
         ("benchmark.testCases.ok4", "prompt must be a non-empty string, or null for LLMPerf's own sonnets"),
         ("benchmark.testCases.7", "test case names must be lowercase DNS labels (they become the TestCase dimension)"),
         ("benchmark.testCases." + "a" * 33, "test case names must be lowercase DNS labels (they become the TestCase dimension)")]),
-    ({"benchmark.testCases": {f"c{i}": "x" for i in range(125)}},
-     [("benchmark.testCases", "125 test cases need 501 dashboard widgets; CloudWatch allows 500 (at most 124 test cases)")]),
+    ({"benchmark.testCases": {f"c{i}": "x" for i in range(63)}},
+     [("benchmark.testCases", "63 test cases need 505 dashboard widgets; CloudWatch allows 500 (at most 62 test cases)")]),
     ({"benchmark.testCases": {"e": "é" * 262145}},
      [("benchmark.testCases", "prompts total 524290 bytes; the benchmark's ConfigMap (1 MiB at most) leaves 524288 for them")]),
     ({"benchmark.inputTokens": 0}, [("benchmark.inputTokens", "0 is outside >= 1")]),
     ({"benchmark.inputTokens": None}, [("benchmark.inputTokens", "is required (an integer)")]),
     ({"benchmark.outputTokens": 1}, [("benchmark.outputTokens", "1 is outside >= 2")]),
-    ({"benchmark.outputTokens": 993}, [("benchmark.outputTokens", "inputTokens + outputTokens = 1025 exceeds serving.maxModelLen 1024")]),
+    ({"benchmark.outputTokens": 985}, [("benchmark.outputTokens", "inputTokens + outputTokens = 1025 exceeds serving.maxModelLen 1024")]),
+    ({"benchmark.inputTokens": 39},
+     [("benchmark.inputTokens", "39 is below 40: LLMPerf's prompt template alone is longer, and it would never start")]),
     ({"benchmark.concurrency": 5}, [("benchmark.concurrency", "5 exceeds serving.maxNumSeqs 4; extra requests would queue and skew latency")]),
     ({"benchmark.concurrency": 0}, [("benchmark.concurrency", "0 is outside >= 1")]),
     ({"benchmark.requestsPerTestCase": 0}, [("benchmark.requestsPerTestCase", "0 is outside 1..1000")]),
@@ -75,8 +79,14 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'met
     ({"benchmark.requestTimeoutSeconds": 59}, [("benchmark.requestTimeoutSeconds", "59 is outside >= 60")]),
     ({"benchmark.image": "python:latest"},
      [("benchmark.image", "'python:latest' is not pinned: give a version tag (not latest) or a @sha256 digest")]),
-    ({"benchmark.llmperfCommit": "ABCDEF0"}, [("benchmark.llmperfCommit", "'ABCDEF0' is not valid: a git commit sha")]),
-    ({"benchmark.llmperfCommit": "a" * 41}, [("benchmark.llmperfCommit", f"'{'a' * 41}' is not valid: a git commit sha")]),
+    ({"benchmark.llmperfCommit": "abcdef0"}, [("benchmark.llmperfCommit", f"'abcdef0' is not one of {LLMPERF_COMMIT}")]),
+    ({"benchmark.seed": "005"}, [("benchmark.seed", "'005' is not one of 000, 001, 002, 003, 004")]),
+    ({"benchmark.samplingParams": {"max_tokens": 5, "stream": False, "temperature": -1}}, [
+        ("benchmark.samplingParams.max_tokens", "is set by the benchmark itself; not allowed here (max_tokens, messages, model, stream, stream_options)"),
+        ("benchmark.samplingParams.stream", "is set by the benchmark itself; not allowed here (max_tokens, messages, model, stream, stream_options)"),
+        ("benchmark.samplingParams.temperature", "must be a number >= 0, got -1")]),
+    ({"benchmark.samplingParams.temperature": True}, [("benchmark.samplingParams.temperature", "must be a number >= 0, got True")]),
+    ({"benchmark.samplingParams.temperature": "0"}, [("benchmark.samplingParams.temperature", "must be a number >= 0, got '0'")]),
     ({"benchmark.metricsNamespace": "AWS/Mine"}, [("benchmark.metricsNamespace", f"'AWS/Mine' {NAMESPACE}")]),
     ({"benchmark.metricsNamespace": ""}, [("benchmark.metricsNamespace", f"'' {NAMESPACE}")]),
     ({"benchmark.metricsNamespace": "n" * 256}, [("benchmark.metricsNamespace", f"'{'n' * 256}' {NAMESPACE}")]),
@@ -84,7 +94,8 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'met
     ({"benchmark": "x"}, [("benchmark", f"must be an object with keys {BENCHMARK_KEYS}, got str"),
                           ("benchmark.inputTokens", "is required (an integer)"), ("benchmark.outputTokens", "is required (an integer)")]),
     ({"benchmark.warmup": 1}, [("benchmark.warmup", "unknown key; allowed: concurrency, image, inputTokens, llmperfCommit, "
-                                                    "metricsNamespace, outputTokens, requestTimeoutSeconds, requestsPerTestCase, testCases")]),
+                                                    "metricsNamespace, outputTokens, requestTimeoutSeconds, requestsPerTestCase, "
+                                                    "samplingParams, seed, testCases")]),
     # Parsing goes on with what is valid: a refused length counts as 0 in the draft's window.
     ({"benchmark.inputTokens": 200, "benchmark.outputTokens": 1, "variants.1.draftMaxModelLen": 205}, [
         ("benchmark.outputTokens", "1 is outside >= 2"),
@@ -96,12 +107,12 @@ def test_benchmark_rules_name_the_key_and_what_is_allowed(edits, problems):
     assert problem_list(with_edits(SMALL, edits)) == problems
 
 
-def test_the_dashboard_limit_counts_one_header_widget_and_four_per_test_case(monkeypatch):
-    """With room for exactly one header and 125 rows of four widgets, 125 test cases fit and 126
-    do not (the catalog's 500 leaves 499 for rows: 124 of them)."""
+def test_the_dashboard_limit_counts_one_header_widget_and_eight_per_test_case(monkeypatch):
+    """With room for exactly one header and 63 rows of eight widgets, 63 test cases fit and 64
+    do not (the catalog's 500 leaves 499 for rows: 62 of them)."""
     from stackconfig import parse as parse_module
 
-    monkeypatch.setattr(parse_module, "DASHBOARD_MAX_WIDGETS", 501)
-    parse(with_edits(SMALL, {"benchmark.testCases": {f"c{i}": "x" for i in range(125)}}))
-    assert problem_list(with_edits(SMALL, {"benchmark.testCases": {f"c{i}": "x" for i in range(126)}})) == [
-        ("benchmark.testCases", "126 test cases need 505 dashboard widgets; CloudWatch allows 501 (at most 125 test cases)")]
+    monkeypatch.setattr(parse_module, "DASHBOARD_MAX_WIDGETS", 505)
+    parse(with_edits(SMALL, {"benchmark.testCases": {f"c{i}": "x" for i in range(63)}}))
+    assert problem_list(with_edits(SMALL, {"benchmark.testCases": {f"c{i}": "x" for i in range(64)}})) == [
+        ("benchmark.testCases", "64 test cases need 513 dashboard widgets; CloudWatch allows 505 (at most 63 test cases)")]
