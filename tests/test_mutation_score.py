@@ -86,7 +86,7 @@ def test_the_run_passes_at_90_percent_with_at_most_5_percent_equivalents(monkeyp
     row = "| `m.x_f__mutmut_19` | `a | b` → `a & b` | reason |".replace("a | b", "a \\| b")
     assert run_main(monkeypatch, tmp_path, "\n".join(lines), row) == 0        # 18 / 19, 1 of 20 equivalent
     out = capsys.readouterr().out
-    assert "score: 18 detected / (20 - 1) = 94.7%" in out and out.rstrip().endswith("PASS")
+    assert "m/: score: 18 detected / (20 - 1) = 94.7%" in out and out.rstrip().endswith("PASS")
     assert "survived: m.x_f__mutmut_18" in out
 
 
@@ -95,6 +95,23 @@ def test_the_run_fails_with_more_than_5_percent_equivalents(monkeypatch, tmp_pat
     row = "| `m.x_f__mutmut_9` | `a \\| b` → `a & b` | reason |"
     assert run_main(monkeypatch, tmp_path, "\n".join(lines), row) == 1
     assert "= 10.0% of the mutants" in capsys.readouterr().out
+
+
+def test_each_folder_is_held_to_the_bar_on_its_own(monkeypatch, tmp_path, capsys):
+    """95 % overall, but one folder at 85 %: the run fails and says which."""
+    good = [f"    a.x_f__mutmut_{i}: killed" for i in range(100)]
+    poor = [f"    b.x_f__mutmut_{i}: {'killed' if i < 17 else 'survived'}" for i in range(20)]
+    assert run_main(monkeypatch, tmp_path, "\n".join(good + poor), "") == 1
+    out = capsys.readouterr().out
+    assert "a/: score: 100 detected / (100 - 0) = 100.0%" in out and "b/: score: 17 detected / (20 - 0) = 85.0%" in out
+    assert out.rstrip().endswith("FAIL")
+
+
+def test_an_entry_for_a_folder_that_was_not_mutated_is_stale(monkeypatch, tmp_path, capsys):
+    lines = [f"    a.x_f__mutmut_{i}: killed" for i in range(20)]
+    row = "| `b.x_f__mutmut_1` | `a \\| b` → `a & b` | reason |"
+    assert run_main(monkeypatch, tmp_path, "\n".join(lines), row) == 1
+    assert "b.x_f__mutmut_1 is no mutant of this run" in capsys.readouterr().err
 
 
 def test_no_results_is_a_failure(monkeypatch, tmp_path):
@@ -107,4 +124,4 @@ def test_the_projects_equivalents_file_parses_and_explains_every_entry():
     rows = [line for line in markdown.splitlines() if line.startswith("| `")]
     assert len(entries) == len(rows)
     for entry in entries:
-        assert entry.name.startswith("stackconfig.") and entry.change.startswith("`") and len(entry.why) > 20, entry
+        assert entry.name.startswith(("stackconfig.", "benchmark.")) and entry.change.startswith("`") and len(entry.why) > 20, entry
