@@ -1,0 +1,1 @@
+"""benchmark/analysis.py, unit by unit: exact values, so that a change in its arithmetic or text fails."""
