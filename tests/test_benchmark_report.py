@@ -1,6 +1,7 @@
 """benchmark.analysis / report / seedcompare: statistics, sources, failures, acceptance, the
 lossless check, cost, telemetry, and the seeds' published figures beside the measured ones."""
 import json
+import sys
 
 import pytest
 
@@ -243,3 +244,345 @@ def test_every_variant_is_compared_with_the_baseline_it_names(tmp_path):
     text = report.markdown(built)
     assert f"| {fp8['speedup_tpot']:.2f}x vs base-bf16 | 1.50x vs base-bf16 |" in text
     assert "| 2.00x vs fp8 |" in text
+
+
+def figures(ttft: tuple, tpot: tuple, e2e: tuple, tps: tuple, **changes) -> dict:
+    """One variant's figures as benchmark/analysis.py's case_figures returns them; every number distinct."""
+    quantiles = ("p50", "p90", "p99")
+    result = {"asked": 10, "sent": 10, "completed": 10, "failed": 0, "short": False, "token_source": "server usage",
+              "ttft_s": dict(zip(quantiles, ttft)), "tpot_s": dict(zip(quantiles, tpot)),
+              "e2e_s": dict(zip(quantiles, e2e)), "tokens_per_s": dict(zip(quantiles, tps)),
+              "output_tokens_mean": 511.25, "input_tokens_mean": 139.75, "output_tokens_total": 5112,
+              "overall_output_throughput": 84.56, "completed_per_min": 9.875, "usd_per_million_output_tokens": 146.8349,
+              "acceptance": {"tokens_per_step_implied": 1.0, "acceptance_rate_implied": None,
+                             "counters": {"acceptance_rate": None, "note": "not scraped"}},
+              "llmperf": {"exit_code": 0, "error": None, "thread_deaths": 0, "completed": 10, "itl_p50_s": 0.0123456,
+                          "output_tokens_p50": 560.0, "overall_output_throughput": 80.1},
+              "telemetry": {"status": "ok", "reason": None, "node": "ip-10-64-1-1", "neuron_devices": ["0", "1"],
+                            "utilization_mean_pct": 41.25, "utilization_max_pct": 77.5,
+                            "memory_mean_bytes": 2.5 * 2**30, "memory_max_bytes": 3.25 * 2**30}}
+    result.update(changes)
+    return result
+
+
+BOUND = {"tokens_per_step": 4.5678, "acceptance_source": "/metrics mean acceptance length", "acceptance_rate": 0.8123,
+         "k": 7, "cost_ratio": 0.018293, "cost_ratio_source": "assumed: draft / target parameters (0.6B / 32.8B)",
+         "speedup_bound": 3.9876}
+
+
+def a_report() -> dict:
+    """Two runs: r1 with two test cases and every kind of flag, r2 with nothing but a reason."""
+    counting = {
+        "base": figures((0.0456, 0.0567, 0.0789), (0.02345, 0.03456, 0.04567), (12.345, 13.456, 14.567), (41.23, 42.34, 43.45),
+                        asked=9, completed=7, failed=2, short=True,
+                        llmperf={"exit_code": 0, "error": "ZeroDivisionError: x", "thread_deaths": 2, "completed": None,
+                                 "itl_p50_s": None, "output_tokens_p50": None, "overall_output_throughput": None}),
+        "sd": figures((0.0444, 0.0555, 0.0666), (0.00678, 0.00789, 0.00891), (3.456, 4.567, 5.678), (150.12, 160.23, 170.34),
+                      token_source="none: the server sent no usage", output_tokens_mean=None, input_tokens_mean=None,
+                      overall_output_throughput=None, completed_per_min=None, usd_per_million_output_tokens=None,
+                      acceptance={"tokens_per_step_implied": 4.5678, "acceptance_rate_implied": 0.8123,
+                                  "counters": {"acceptance_rate": 0.0, "note": "ignored", "mean_acceptance_length": 5.4321,
+                                               "per_position": [0.91234, 0.805, 0.7]}},
+                      llmperf={"exit_code": 1, "error": "KeyError: 'error_code'", "thread_deaths": 3, "completed": 0,
+                               "itl_p50_s": 0.0345678, "output_tokens_p50": 565.0, "overall_output_throughput": None},
+                      telemetry={"status": "not located", "reason": "no pod on a Neuron node", "node": None, "neuron_devices": None,
+                                 "utilization_mean_pct": None, "utilization_max_pct": None, "memory_mean_bytes": None,
+                                 "memory_max_bytes": None},
+                      vs_baseline={"baseline": "base", "speedup_tpot": 3.4587, "speedup_e2e": 3.5721, "leviathan": BOUND,
+                                   "lossless": {"checked": True, "compared": 7, "matching": 5,
+                                                "mismatched_requests": ["aaaabbbbcccc", "ddddeeeeffff"]}})}
+    sonnets = {
+        "base": figures((0.0411, 0.0522, 0.0633), (0.02111, 0.02222, 0.02333), (11.111, 11.222, 11.333), (45.1, 45.2, 45.3),
+                        token_source=None,
+                        llmperf={"exit_code": None, "error": None, "thread_deaths": 0, "completed": 10, "itl_p50_s": 0.0111,
+                                 "output_tokens_p50": 559.0, "overall_output_throughput": 80.0},
+                        telemetry={"status": "not collected", "reason": None, "node": None, "neuron_devices": None,
+                                   "utilization_mean_pct": None, "utilization_max_pct": None, "memory_mean_bytes": None,
+                                   "memory_max_bytes": None}),
+        "sd": figures((0.0412, 0.0523, 0.0634), (0.00711, 0.00722, 0.00733), (4.111, 4.222, 4.333), (120.1, 120.2, 120.3),
+                      asked=None, token_source="server usage for 3 of 10 requests",
+                      acceptance={"tokens_per_step_implied": None, "acceptance_rate_implied": None,
+                                  "counters": {"acceptance_rate": 0.61234, "mean_acceptance_length": None}},
+                      vs_baseline={"baseline": "base", "speedup_tpot": None, "speedup_e2e": 2.7027, "leviathan": None,
+                                   "lossless": {"checked": True, "compared": 10, "matching": 10, "mismatched_requests": []}})}
+    seed = {"seed": "001", "title": "NxDI tutorial", "file": "001_x.txt", "statistic": "p99", "notes": ["a note"],
+            "missing": ["ttft_s (sd) for prompt 'q': no such test case in this run"], "shapeCite": "001_x.txt:110-121",
+            "shape": [{"field": "concurrency", "seed": 1, "run": 4, "differs": True},
+                      {"field": "input tokens", "seed": 128, "run": 128, "differs": False},
+                      {"field": "sampling params", "seed": {}, "run": {"temperature": 0}, "differs": True}],
+            "figures": [{"testCase": "sonnets", "variant": "base", "role": "baseline", "metric": "ttft_s", "statistic": "p99",
+                         "published": 0.04828366368776187, "measured": 0.0633, "measuredAs": "TTFT at the proxy",
+                         "llmperf": None, "cite": "001_x.txt:129"},
+                        {"testCase": "sonnets", "variant": "sd", "role": "sd", "metric": "number_output_tokens",
+                         "statistic": "p99", "published": 565.37, "measured": None, "measuredAs": "server usage",
+                         "llmperf": 565.123456, "cite": "001_x.txt:204"}]}
+    r1 = {"stack": "qwen3-32b-qwen3-0.6b", "status": "complete", "reason": None, "startedAt": "2026-11-20T09:00:00Z",
+          "finishedAt": "2026-11-20T10:00:00Z", "shape": SHAPE, "seed": "001",
+          "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f", "variants": VARIANTS,
+          "testCases": {"counting": "counting numbers from 1 ", "sonnets": None},
+          "cases": {"counting": counting, "sonnets": sonnets}, "seedComparison": seed}
+    r2 = {"stack": "other", "status": None, "reason": "the benchmark Job was deleted", "startedAt": None, "finishedAt": None,
+          "shape": None, "llmperfCommit": None, "variants": VARIANTS, "testCases": {}, "cases": {}, "seedComparison": None}
+    return {"runs": {"r1": r1, "r2": r2}}
+
+
+EXPECTED_MARKDOWN = "\n".join([
+    '# Speculative decoding benchmark',
+    '',
+    '{SOURCES}',
+    '',
+    '## Run r1 (qwen3-32b-qwen3-0.6b): complete',
+    '',
+    '128 input / 512 output tokens, concurrency 1, 10 requests per test case, sampling {"temperature": 0}, LLMPerf f1d6bed47e45; started 2026-11-20T09:00:00Z, finished 2026-11-20T10:00:00Z.',
+    '',
+    '### counting',
+    '',
+    'Prompt: "counting numbers from 1 "',
+    '',
+    '| variant | completed / failed of asked | out tokens (server, mean) | in tokens (server, mean) | overall out tok/s | completed/min | $ per 1M out tokens (approximate) | LLMPerf: completed, ITL p50 (per chunk), out tokens p50 |',
+    '|---|---|---|---|---|---|---|---|',
+    '| base (baseline) | 7 / 2 of 9 **SHORT** | 511.2 | 139.8 | 84.6 | 9.9 | 146.83 USD | none, n/a, n/a |',
+    '| sd (sd) | 10 / 0 of 10 | n/a | n/a | n/a | n/a | n/a | 0, 34.57 ms, 565.0 |',
+    '',
+    'p50 / p90 / p99 (proxy timings, server tokens):',
+    '',
+    '| variant | TTFT (ms) | TPOT (ms) | E2E (s) | out tok/s per request | speedup TPOT | speedup E2E |',
+    '|---|---|---|---|---|---|---|',
+    '| base (baseline) | 45.6 / 56.7 / 78.9 | 23.45 / 34.56 / 45.67 | 12.35 / 13.46 / 14.57 | 41.2 / 42.3 / 43.5 |  |  |',
+    '| sd (sd) | 44.4 / 55.5 / 66.6 | 6.78 / 7.89 / 8.91 | 3.46 / 4.57 / 5.68 | 150.1 / 160.2 / 170.3 | 3.46x vs base | 3.57x vs base |',
+    '',
+    '| variant | tokens per step (implied) | acceptance (implied) | acceptance (/metrics) | mean acceptance length (/metrics) | per position (/metrics) | Leviathan bound | lossless (greedy) |',
+    '|---|---|---|---|---|---|---|---|',
+    '| base (baseline) | 1.00 | n/a | not scraped | n/a | n/a |  |  |',
+    '| sd (sd) | 4.57 | 81.2% | 0.0% | 5.43 | 0.91, 0.81, 0.70 | 3.99x for 4.57 tokens/step (/metrics mean acceptance length; a=0.81), k=7, c=0.018 (assumed: draft / target parameters (0.6B / 32.8B)); measured 3.46x | 5 of 7 match the baseline; **differ: aaaabbbbcccc, ddddeeeeffff** |',
+    '',
+    '| variant | Neuron devices (Container Insights) | NeuronCore utilization mean / max | device memory used mean / max |',
+    '|---|---|---|---|',
+    "| base (baseline) | ip-10-64-1-1 ['0', '1'] (ok) | 41.2% / 77.5% | 2.5 GiB / 3.2 GiB |",
+    '| sd (sd) | no pod on a Neuron node (not located) | n/a / n/a | n/a / n/a |',
+    '',
+    '- **base: LLMPerf lost 2 worker thread(s)** (`ZeroDivisionError: x`); it recorded None request(s), the proxy 7 completed and 2 failed',
+    '- **base: short case**: 7 completed + 2 failed of 9 requests asked',
+    "- **sd: LLMPerf failed** (exit 1): `KeyError: 'error_code'`",
+    '- sd: output tokens from none: the server sent no usage',
+    '',
+    '### sonnets',
+    '',
+    'Prompt: LLMPerf sonnets',
+    '',
+    '| variant | completed / failed of asked | out tokens (server, mean) | in tokens (server, mean) | overall out tok/s | completed/min | $ per 1M out tokens (approximate) | LLMPerf: completed, ITL p50 (per chunk), out tokens p50 |',
+    '|---|---|---|---|---|---|---|---|',
+    '| base (baseline) | 10 / 0 of 10 | 511.2 | 139.8 | 84.6 | 9.9 | 146.83 USD | 10, 11.10 ms, 559.0 |',
+    '| sd (sd) | 10 / 0 of ? | 511.2 | 139.8 | 84.6 | 9.9 | 146.83 USD | 10, 12.35 ms, 560.0 |',
+    '',
+    'p50 / p90 / p99 (proxy timings, server tokens):',
+    '',
+    '| variant | TTFT (ms) | TPOT (ms) | E2E (s) | out tok/s per request | speedup TPOT | speedup E2E |',
+    '|---|---|---|---|---|---|---|',
+    '| base (baseline) | 41.1 / 52.2 / 63.3 | 21.11 / 22.22 / 23.33 | 11.11 / 11.22 / 11.33 | 45.1 / 45.2 / 45.3 |  |  |',
+    '| sd (sd) | 41.2 / 52.3 / 63.4 | 7.11 / 7.22 / 7.33 | 4.11 / 4.22 / 4.33 | 120.1 / 120.2 / 120.3 | n/a vs base | 2.70x vs base |',
+    '',
+    '| variant | tokens per step (implied) | acceptance (implied) | acceptance (/metrics) | mean acceptance length (/metrics) | per position (/metrics) | Leviathan bound | lossless (greedy) |',
+    '|---|---|---|---|---|---|---|---|',
+    '| base (baseline) | 1.00 | n/a | not scraped | n/a | n/a |  |  |',
+    '| sd (sd) | n/a | n/a | 61.2% | n/a | n/a |  | 10 of 10 match the baseline |',
+    '',
+    '| variant | Neuron devices (Container Insights) | NeuronCore utilization mean / max | device memory used mean / max |',
+    '|---|---|---|---|',
+    '| base (baseline) | not collected (not collected) | n/a / n/a | n/a / n/a |',
+    "| sd (sd) | ip-10-64-1-1 ['0', '1'] (ok) | 41.2% / 77.5% | 2.5 GiB / 3.2 GiB |",
+    '',
+    '- sd: output tokens from server usage for 3 of 10 requests',
+    '',
+    '### Seed 001: NxDI tutorial',
+    '',
+    "Published in ../shared/seeds/001_x.txt; its statistic: p99. 'LLMPerf' is this run's LLMPerf summary at the seed's statistic, defined as the seed's figure was.",
+    '',
+    "Shape (001_x.txt:110-121): **differs**: concurrency seed 1, run 4; sampling params seed {}, run {'temperature': 0}",
+    '',
+    '| test case | variant | metric | statistic | seed | measured | measured as | LLMPerf | source line |',
+    '|---|---|---|---|---|---|---|---|---|',
+    '| sonnets | base | ttft_s | p99 | 0.0482837 | 0.0633 | TTFT at the proxy | n/a | 001_x.txt:129 |',
+    '| sonnets | sd | number_output_tokens | p99 | 565.37 | n/a | server usage | 565.1235 | 001_x.txt:204 |',
+    '- a note',
+    "- ttft_s (sd) for prompt 'q': no such test case in this run",
+    '',
+    '## Run r2 (other): None',
+    '',
+    '**the benchmark Job was deleted**',
+    '',
+    'None input / None output tokens, concurrency None, None requests per test case, sampling null, LLMPerf None; started None, finished not yet.',
+    '',
+    ""]).replace("{SOURCES}", report.SOURCES)
+
+
+def test_the_report_lays_out_every_figure_source_and_flag_exactly():
+    assert report.markdown(a_report()) == EXPECTED_MARKDOWN
+
+
+def test_an_empty_report_says_so():
+    assert report.markdown({"runs": {}}) == f"# Speculative decoding benchmark\n\n{report.SOURCES}\n\nNo runs found.\n"
+
+
+def test_a_variant_without_node_lossless_check_or_counters():
+    sd = figures((0.05, 0.06, 0.07), (0.01, 0.02, 0.03), (1.0, 2.0, 3.0), (10.0, 20.0, 30.0),
+                 acceptance={"tokens_per_step_implied": 2.0, "acceptance_rate_implied": 0.25, "counters": {"acceptance_rate": None}},
+                 telemetry={"status": "error", "reason": None, "node": None, "neuron_devices": None, "utilization_mean_pct": 5.0,
+                            "utilization_max_pct": None, "memory_mean_bytes": None, "memory_max_bytes": 2**30},
+                 vs_baseline={"baseline": "base", "speedup_tpot": 1.5, "speedup_e2e": None,
+                              "lossless": {"checked": False, "reason": "sampling is not greedy (server defaults)"}})
+    lines = report._case_tables({"variants": VARIANTS[1:]}, {"sd": sd})
+    assert lines[-5:] == [
+        "| sd (sd) | 2.00 | 25.0% | n/a | n/a | n/a |  | not checked: sampling is not greedy (server defaults) |",
+        "",
+        "| variant | Neuron devices (Container Insights) | NeuronCore utilization mean / max | device memory used mean / max |",
+        "|---|---|---|---|",
+        "| sd (sd) | error (error) | 5.0% / n/a | n/a / 1.0 GiB |"]
+    assert "| sd (sd) | 50.0 / 60.0 / 70.0 | 10.00 / 20.00 / 30.00 | 1.00 / 2.00 / 3.00 | 10.0 / 20.0 / 30.0 | 1.50x vs base | n/a vs base |" in lines
+
+
+def test_a_seed_section_with_the_same_shape_and_no_figures():
+    seed = {"seed": "000", "title": "EKS sample", "file": "000_x.txt", "statistic": "none", "notes": ["n1", "n2"], "missing": [],
+            "shapeCite": "000_x.txt:89", "shape": [{"field": "input tokens", "seed": 64, "run": 64, "differs": False}],
+            "figures": []}
+    assert report._seed_section(seed) == [
+        "### Seed 000: EKS sample", "",
+        "Published in ../shared/seeds/000_x.txt; its statistic: none. 'LLMPerf' is this run's LLMPerf summary at the seed's "
+        "statistic, defined as the seed's figure was.", "",
+        "Shape (000_x.txt:89): same as the seed where it says.", "", "- n1", "- n2", ""]
+
+
+class FakeMatplotlib:
+    """matplotlib and pyplot as chart() uses them, recording every call. Bars are placed as
+    matplotlib places them (centred on their position); the y axis auto-scales to 0..40.
+    Backend names are case-insensitive, as matplotlib's are."""
+
+    def __init__(self):
+        self.calls: list[tuple] = []
+        self.pyplot = self
+
+    def _record(self, *call):
+        self.calls.append(tuple(round(v, 9) if isinstance(v, float) else v for v in call))
+
+    def use(self, backend):
+        self._record("use", backend.lower())
+
+    def subplots(self, **kwargs):
+        self._record("subplots", kwargs)
+        return FakeFigure(self), FakeAxis(self)
+
+    def close(self, figure):
+        self._record("close", type(figure).__name__)
+
+
+class FakeFigure:
+    def __init__(self, mpl):
+        self.mpl = mpl
+
+    def savefig(self, path):
+        self.mpl._record("savefig", path)
+
+    def tight_layout(self):
+        self.mpl._record("tight_layout")
+
+
+class FakeBar:
+    def __init__(self, position, height, width):
+        self.position, self.height, self.width = position, height, width
+
+    def get_x(self):
+        return self.position - self.width / 2
+
+    def get_width(self):
+        return self.width
+
+    def get_height(self):
+        return self.height
+
+
+class FakeAxis:
+    def __init__(self, mpl):
+        self.mpl = mpl
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self.mpl._record(name, *args, kwargs)
+
+    def bar(self, positions, values, width, **kwargs):
+        self.mpl._record("bar", [round(p, 9) for p in positions], [round(v, 9) for v in values], width, kwargs)
+        return [FakeBar(p, v, width) for p, v in zip(positions, values)]
+
+    def annotate(self, text, xy, **kwargs):
+        self.mpl._record("annotate", text, tuple(round(v, 9) for v in xy), kwargs)
+
+    def get_ylim(self):
+        return (0.0, 40.0)
+
+
+@pytest.fixture
+def fake_matplotlib(monkeypatch):
+    fake = FakeMatplotlib()
+    monkeypatch.setitem(sys.modules, "matplotlib", fake)
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", fake)
+    return fake
+
+
+def chart_case(tpot_p50, completed, failed=0, short=False, speedup=None, counted=None, implied=None):
+    f = figures((0.05, 0.06, 0.07), (tpot_p50, 0.5, 0.6), (1.0, 2.0, 3.0), (10.0, 20.0, 30.0), completed=completed,
+                failed=failed, short=short,
+                acceptance={"tokens_per_step_implied": None, "acceptance_rate_implied": implied,
+                            "counters": {"acceptance_rate": counted} if counted is not None else {}})
+    if speedup is not None:
+        f["vs_baseline"] = {"baseline": "base", "speedup_tpot": speedup, "speedup_e2e": None}
+    return f
+
+
+def test_the_chart_plots_tpot_p50_of_the_latest_run_with_speedup_acceptance_and_failures(tmp_path, fake_matplotlib):
+    older = {**a_report()["runs"]["r1"], "stack": "older"}
+    cases = {
+        "plain": {"base": chart_case(0.0234, 10), "sd": chart_case(0.00678, 10, speedup=3.4587, counted=0.61234, implied=0.9)},
+        "short": {"base": chart_case(0.0251, 7, failed=2, short=True), "sd": chart_case(None, 0, failed=3, speedup=None)},
+        "implied": {"base": chart_case(0.0222, 5, short=True),
+                    "sd": chart_case(0.0111, 9, failed=1, speedup=0.0, implied=0.5)},
+        "uncounted": {"base": chart_case(0.03, 3), "sd": chart_case(0.025, 3, speedup=1.2)}}
+    latest = {"stack": "qwen3-32b-qwen3-0.6b", "status": "incomplete", "variants": VARIANTS,
+              "testCases": {name: "p" for name in cases}, "cases": cases}
+    report.chart({"runs": {"r0": older, "r1": latest}}, tmp_path / "report.png")
+    bold = {"ha": "center", "va": "bottom", "fontsize": 8, "fontweight": "bold"}
+    assert fake_matplotlib.calls == [
+        ("use", "agg"),
+        ("subplots", {"figsize": (12, 5.5), "dpi": 110}),
+        ("bar", [-0.2, 0.8, 1.8, 2.8], [23.4, 25.1, 22.2, 30.0], 0.4, {"label": "base (baseline)"}),
+        ("annotate", "2 failed SHORT", (0.8, 25.1), bold),
+        ("annotate", "0 failed SHORT", (1.8, 22.2), bold),
+        ("bar", [0.2, 1.2, 2.2, 3.2], [6.78, 0.0, 11.1, 25.0], 0.4, {"label": "sd (sd)"}),
+        ("annotate", "3.46x\na=0.61", (0.2, 6.78), bold),
+        ("annotate", "no data", (1.2, 0), {"ha": "center", "va": "bottom", "fontsize": 8, "rotation": 90}),
+        ("annotate", "a=0.50\n1 failed", (2.2, 11.1), bold),
+        ("annotate", "1.20x", (3.2, 25.0), bold),
+        ("set_xticks", range(4), ["plain", "short", "implied", "uncounted"], {"rotation": 25, "ha": "right"}),
+        ("set_ylabel", "time per output token, p50 (ms) - lower is better", {}),
+        ("set_title", "qwen3-32b-qwen3-0.6b run r1 (incomplete): decode speed per test case\n"
+                      "labels: speedup over the variant's baseline, SD acceptance rate a", {}),
+        ("set_ylim", {"top": 52.0}),
+        ("legend", {"loc": "upper left", "ncol": 2}),
+        ("grid", {"axis": "y", "alpha": 0.3}),
+        ("tight_layout",),
+        ("savefig", tmp_path / "report.png"),
+        ("close", "FakeFigure")]
+
+
+def test_the_chart_of_one_variant_and_of_no_runs(tmp_path, fake_matplotlib):
+    run = {"stack": "s", "status": "complete", "variants": VARIANTS[:1], "testCases": {"a": None},
+           "cases": {"a": {"base": chart_case(0.02, 4)}}}
+    report.chart({"runs": {"r9": run}}, tmp_path / "one.png")
+    assert fake_matplotlib.calls[2] == ("bar", [0.0], [20.0], 0.8, {"label": "base (baseline)"})
+    assert fake_matplotlib.calls[3][0] == "set_xticks" and ("legend", {"loc": "upper left", "ncol": 1}) in fake_matplotlib.calls
+    fake_matplotlib.calls.clear()
+    report.chart({"runs": {}}, tmp_path / "none.png")
+    assert fake_matplotlib.calls == [
+        ("use", "agg"),
+        ("subplots", {"figsize": (12, 5.5), "dpi": 110}),
+        ("text", 0.5, 0.5, "No runs found", {"ha": "center", "va": "center"}),
+        ("axis", "off", {}),
+        ("savefig", tmp_path / "none.png"),
+        ("close", "FakeFigure")]
