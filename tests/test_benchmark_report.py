@@ -454,8 +454,9 @@ def test_a_seed_section_with_the_same_shape_and_no_figures():
 
 class FakeMatplotlib:
     """matplotlib and pyplot as chart() uses them, recording every call. Bars are placed as
-    matplotlib places them (centred on their position); the y axis auto-scales to 0..40.
-    Backend names are case-insensitive, as matplotlib's are."""
+    matplotlib places them (centred on their position); the y axis auto-scales to 0..40. The
+    backend is recorded as spelled (matplotlib.get_backend() returns it so); axis() lower-cases its
+    argument, as matplotlib's Axes.axis does."""
 
     def __init__(self):
         self.calls: list[tuple] = []
@@ -465,7 +466,7 @@ class FakeMatplotlib:
         self.calls.append(tuple(round(v, 9) if isinstance(v, float) else v for v in call))
 
     def use(self, backend):
-        self._record("use", backend.lower())
+        self._record("use", backend)
 
     def subplots(self, **kwargs):
         self._record("subplots", kwargs)
@@ -511,6 +512,9 @@ class FakeAxis:
         self.mpl._record("bar", [round(p, 9) for p in positions], [round(v, 9) for v in values], width, kwargs)
         return [FakeBar(p, v, width) for p, v in zip(positions, values)]
 
+    def axis(self, arg):
+        self.mpl._record("axis", arg.lower())
+
     def annotate(self, text, xy, **kwargs):
         self.mpl._record("annotate", text, tuple(round(v, 9) for v in xy), kwargs)
 
@@ -549,7 +553,7 @@ def test_the_chart_plots_tpot_p50_of_the_latest_run_with_speedup_acceptance_and_
     report.chart({"runs": {"r0": older, "r1": latest}}, tmp_path / "report.png")
     bold = {"ha": "center", "va": "bottom", "fontsize": 8, "fontweight": "bold"}
     assert fake_matplotlib.calls == [
-        ("use", "agg"),
+        ("use", "Agg"),
         ("subplots", {"figsize": (12, 5.5), "dpi": 110}),
         ("bar", [-0.2, 0.8, 1.8, 2.8], [23.4, 25.1, 22.2, 30.0], 0.4, {"label": "base (baseline)"}),
         ("annotate", "2 failed SHORT", (0.8, 25.1), bold),
@@ -580,9 +584,39 @@ def test_the_chart_of_one_variant_and_of_no_runs(tmp_path, fake_matplotlib):
     fake_matplotlib.calls.clear()
     report.chart({"runs": {}}, tmp_path / "none.png")
     assert fake_matplotlib.calls == [
-        ("use", "agg"),
+        ("use", "Agg"),
         ("subplots", {"figsize": (12, 5.5), "dpi": 110}),
         ("text", 0.5, 0.5, "No runs found", {"ha": "center", "va": "center"}),
-        ("axis", "off", {}),
+        ("axis", "off"),
         ("savefig", tmp_path / "none.png"),
         ("close", "FakeFigure")]
+
+
+def test_main_writes_markdown_json_and_chart_and_prints_the_markdown(tmp_path, capsys, fake_matplotlib):
+    write_run(tmp_path, "r1", {"counting": "c"})
+    write_case(tmp_path, "r1", "base", "counting", [record(0.05, 2.0, 100)])
+    write_case(tmp_path, "r1", "sd", "counting", [record(0.05, 1.0, 100, chunks=30)])
+    assert report.main([str(tmp_path)]) == 0
+    built = report.build_report(tmp_path)
+    text = report.markdown(built)
+    assert capsys.readouterr().out == text
+    assert (tmp_path / "report.md").read_text() == text
+    assert (tmp_path / "report.json").read_text() == json.dumps(built, indent=2, sort_keys=True) + "\n"
+    assert fake_matplotlib.calls[-2:] == [("savefig", tmp_path / "report.png"), ("close", "FakeFigure")]
+
+
+def test_main_rejects_a_path_that_is_not_a_directory(tmp_path, capsys):
+    missing = tmp_path / "nope"
+    assert report.main([str(missing)]) == 2
+    assert capsys.readouterr() == ("", f"{missing} is not a directory\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_shows_the_usage_from_the_docstring_as_written(capsys):
+    with pytest.raises(SystemExit) as exited:
+        report.main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "Compare variants per test case and write report.md, report.png and report.json.\n\n" \
+           "    python -m benchmark.report DIR\n" in out
+    assert "results_dir" in out
