@@ -143,6 +143,7 @@ def test_test_case_prompts_differ_only_when_a_seed_prompt_is_missing():
     prompts = seedcompare._shape(SEEDS["003"], run_of({**blog, "extra": "a"}))[-1]
     assert prompts == {"field": "test-case prompts", "seed": sorted([BLOG_STRUCTURED, BLOG_OPEN_ENDED]),
                        "run": sorted([BLOG_STRUCTURED, BLOG_OPEN_ENDED, "a"]), "differs": False}
+    assert seedcompare._shape(SEEDS["003"], run_of(blog))[-1]["differs"] is False
     assert seedcompare._shape(SEEDS["003"], run_of({"open": BLOG_OPEN_ENDED}))[-1]["differs"] is True
     # A seed that names no prompts gets no prompt row.
     assert [r["field"] for r in seedcompare._shape(SEEDS["002"], run_of(blog))][-1] == "speculative tokens"
