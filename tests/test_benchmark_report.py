@@ -271,7 +271,7 @@ BOUND = {"tokens_per_step": 4.5678, "acceptance_source": "/metrics mean acceptan
 
 
 def a_report() -> dict:
-    """Two runs: r1 with two test cases and every kind of flag, r2 with nothing but a reason."""
+    """Two runs: r1 with two test cases and every kind of flag, r2 with nothing but a reason and an unknown status."""
     counting = {
         "base": figures((0.0456, 0.0567, 0.0789), (0.02345, 0.03456, 0.04567), (12.345, 13.456, 14.567), (41.23, 42.34, 43.45),
                         asked=9, completed=7, failed=2, short=True,
@@ -321,7 +321,7 @@ def a_report() -> dict:
           "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f", "variants": VARIANTS,
           "testCases": {"counting": "counting numbers from 1 ", "sonnets": None},
           "cases": {"counting": counting, "sonnets": sonnets}, "seedComparison": seed}
-    r2 = {"stack": "other", "status": None, "reason": "the benchmark Job was deleted", "startedAt": None, "finishedAt": None,
+    r2 = {"stack": "other", "status": "cancelled", "reason": "the benchmark Job was deleted", "startedAt": None, "finishedAt": None,
           "shape": None, "llmperfCommit": None, "variants": VARIANTS, "testCases": {}, "cases": {}, "seedComparison": None}
     return {"runs": {"r1": r1, "r2": r2}}
 
@@ -407,7 +407,7 @@ EXPECTED_MARKDOWN = "\n".join([
     '- a note',
     "- ttft_s (sd) for prompt 'q': no such test case in this run",
     '',
-    '## Run r2 (other): None',
+    '## Run r2 (other): cancelled',  # a status the report has no words for is printed as it is
     '',
     '**the benchmark Job was deleted**',
     '',
