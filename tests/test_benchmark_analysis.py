@@ -315,11 +315,12 @@ def test_leviathan_needs_an_acceptance_length():
 # --- compare_run / build -----------------------------------------------------------------------
 
 FP8 = {**BASE, "name": "fp8", "baseline": "base", "quantization": "fp8", "costPerHourUsd": 30.0}
+# An SD variant whose baseline is not in the run, listed before fp8: it is skipped, fp8 still compared.
 ORPHAN = {**SD, "name": "orphan", "baseline": "gone"}
 
 
 def write_compare_run(tmp_path, run_id: str = "20261120T0900Z-qwen", shape: dict | None = None) -> None:
-    write_run(tmp_path, run_id, {"chat": {}, "code": {}}, [BASE, SD, FP8, ORPHAN], seed="001", shape=shape)
+    write_run(tmp_path, run_id, {"chat": {}, "code": {}}, [BASE, SD, ORPHAN, FP8], seed="001", shape=shape)
     for test_case in ("chat", "code"):
         # baseline: 3 s, 0.02 s/token; sd: 2 s, 0.01 s/token, one answer differs; fp8: 2.5 s
         write_case(tmp_path, run_id, "base", test_case, [
@@ -342,12 +343,12 @@ def test_compare_run_compares_each_variant_with_its_baseline(tmp_path):
         "stack": "qwen3-32b-qwen3-0.6b", "status": "complete", "reason": None, "startedAt": "2026-11-20T09:00:00Z",
         "finishedAt": "2026-11-20T10:00:00Z", "seed": "001", "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f"}
     assert run["shape"]["samplingParams"] == {"temperature": 0}
-    assert [v["name"] for v in run["variants"]] == ["base", "sd", "fp8", "orphan"]
+    assert [v["name"] for v in run["variants"]] == ["base", "sd", "orphan", "fp8"]
     assert run["testCases"] == {"chat": {}, "code": {}}
     assert list(run["cases"]) == ["chat", "code"]
     for test_case in ("chat", "code"):
         figures = run["cases"][test_case]
-        assert list(figures) == ["base", "sd", "fp8", "orphan"]
+        assert list(figures) == ["base", "sd", "orphan", "fp8"]
         assert "vs_baseline" not in figures["base"] and "vs_baseline" not in figures["orphan"]
         sd = figures["sd"]
         assert sd["e2e_s"]["p50"] == 1.02 and sd["tpot_s"]["p50"] == pytest.approx(0.01)
