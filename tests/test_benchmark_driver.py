@@ -251,3 +251,271 @@ def test_sigterm_stops_llmperf_and_marks_the_run_failed(tmp_path):
     assert code == 1 and run["status"] == "failed" and run["reason"].startswith("Terminated: received signal 15")
     assert run["cases"] == [] and (llmperf / driver.PROMPT_FILE).read_text() == (STANDIN / driver.PROMPT_FILE).read_text()
     assert sys.executable  # the stand-in ran under this interpreter and was stopped with the driver
+
+
+# --- Unit level: each piece of the driver called directly, its output asserted exactly. ---
+
+class FlushedStdout:
+    """Stands in for sys.stdout: what each flush pushed out, so a line that is printed but left
+    in the buffer (a pod's log shows it late, or never if the pod is killed) is seen as such."""
+
+    def __init__(self):
+        self.pending, self.flushed = "", []
+
+    def write(self, text):
+        self.pending += text
+        return len(text)
+
+    def flush(self):
+        self.flushed.append(self.pending)
+        self.pending = ""
+
+
+def capture_stdout(monkeypatch) -> FlushedStdout:
+    """Call in the test itself: pytest's own capture replaces sys.stdout after fixtures ran."""
+    out = FlushedStdout()
+    monkeypatch.setattr(sys, "stdout", out)
+    return out
+
+
+class FrozenDatetime(driver.datetime):
+    """2026-11-22 08:50:07 UTC; a naive local clock (the pod's TZ) three hours behind."""
+
+    @classmethod
+    def now(cls, tz=None):
+        if tz is None:
+            return driver.datetime(2026, 11, 22, 5, 50, 7)
+        return driver.datetime(2026, 11, 22, 8, 50, 7, tzinfo=driver.timezone.utc).astimezone(tz)
+
+
+def test_run_ids_and_timestamps_are_utc(monkeypatch):
+    monkeypatch.setattr(driver, "datetime", FrozenDatetime)
+    assert driver.default_run_id("sd-bench-7q2x") == "20261122T085007Z-sd-bench-7q2x"
+    assert driver.default_run_id(None) == "20261122T085007Z"
+    assert driver.default_run_id("") == "20261122T085007Z"
+    assert driver.utc_now() == "2026-11-22T08:50:07Z"
+
+
+@pytest.fixture
+def health_server():
+    """/health answers 200, /sick/health 503, /empty/health 204; every path asked is kept."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    paths = []
+    statuses = {"/health": 200, "/sick/health": 503, "/empty/health": 204}
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            paths.append(self.path)
+            self.send_response(statuses.get(self.path, 404))
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", paths
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_health_is_asked_of_the_server_root_with_a_bounded_wait(health_server, monkeypatch):
+    root, paths = health_server
+    timeouts = []
+    real_urlopen = driver.urllib.request.urlopen
+
+    def urlopen(url, *args, **kwargs):
+        timeouts.append(kwargs.get("timeout", args[1] if len(args) > 1 else None))
+        return real_urlopen(url, *args, **kwargs)
+
+    monkeypatch.setattr(driver.urllib.request, "urlopen", urlopen)
+    assert driver.http_healthy(root + "/v1") is True
+    assert driver.http_healthy(root + "/v1/") is True
+    assert driver.http_healthy(root) is True
+    assert driver.http_healthy(root + "/sick/v1") is False  # 503 while the model compiles
+    assert driver.http_healthy(root + "/empty/v1") is False  # only 200 is healthy
+    assert paths == ["/health", "/health", "/health", "/sick/health", "/empty/health"]
+    assert timeouts == [5] * 5
+
+
+def test_an_endpoint_nobody_listens_on_is_not_healthy():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, never listening: the connection is refused
+        assert driver.http_healthy(f"http://127.0.0.1:{port}/v1") is False
+
+
+class FakeAws:
+    """boto3.client as the pod calls it: each client keeps its service name and its calls."""
+
+    def __init__(self):
+        self.services, self.calls = [], []
+
+    def client(self, service, **kwargs):
+        self.services.append(service)
+        aws = self
+
+        class Client:
+            def upload_file(self, *args):
+                aws.calls.append((service, "upload_file", args))
+
+            def put_metric_data(self, **kwargs):
+                aws.calls.append((service, "put_metric_data", kwargs))
+                return {}
+
+        return Client()
+
+
+def production_args(tmp_path, **changes):
+    return driver.argparse.Namespace(**{"bucket": "models", "prefix": "results/", "results_dir": tmp_path / "results",
+                                        "namespace": "SdTrn2/Benchmark", "wait_timeout_seconds": 7200.0, **changes})
+
+
+def test_production_wiring_uploads_to_s3_publishes_to_cloudwatch_and_locates_pods(tmp_path, monkeypatch):
+    from benchmark import telemetry
+
+    aws = FakeAws()
+    monkeypatch.setattr(boto3, "client", aws.client)
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "namespace").write_text("inference\n")
+    monkeypatch.setattr(telemetry, "SERVICE_ACCOUNT_DIR", account)
+    api = object()
+    monkeypatch.setattr(telemetry.KubernetesApi, "in_cluster", classmethod(lambda cls: api))
+    located, collected = [], []
+    monkeypatch.setattr(telemetry, "locate", lambda *args: located.append(args) or {"pod": "vllm-sd-0"})
+    monkeypatch.setattr(telemetry, "collect", lambda *args: collected.append(args) or {"status": "ok"})
+
+    hooks = driver.production_hooks(config(), production_args(tmp_path))
+    assert hooks.wait_timeout_s == 7200.0
+    assert hooks.locate(config()["variants"][1]) == {"pod": "vllm-sd-0"}
+    assert located == [(api, "inference", {"sd-trn2/variant": "sd"})]
+    hooks.upload(tmp_path / "results" / "run-1" / "sd" / "counting" / "case.json")
+    datum = {"MetricName": "TTFT", "Values": [0.25], "Counts": [1.0]}
+    hooks.publish([datum])
+    assert hooks.telemetry({"pod": "vllm-sd-0"}, 100.0, 200.0) == {"status": "ok"}
+    assert sorted(aws.services) == ["cloudwatch", "s3"]
+    cloudwatch = [c for c in aws.calls if c[0] == "cloudwatch"]
+    assert aws.calls == [
+        ("s3", "upload_file", (str(tmp_path / "results" / "run-1" / "sd" / "counting" / "case.json"), "models",
+                               "results/run-1/sd/counting/case.json")),
+        ("cloudwatch", "put_metric_data", {"Namespace": "SdTrn2/Benchmark", "MetricData": [datum]})]
+    ((client, cluster, placement, start, end),) = collected
+    assert (cluster, placement, start, end) == ("sd-qwen3-32b-qwen3-1-7b", {"pod": "vllm-sd-0"}, 100.0, 200.0)
+    client.put_metric_data(Namespace="probe")  # the same CloudWatch client publishes and reads telemetry
+    assert aws.calls[-1] == ("cloudwatch", "put_metric_data", {"Namespace": "probe"}) and len(cloudwatch) == 1
+
+
+def test_outside_a_cluster_without_bucket_or_namespace_nothing_leaves_the_pod(tmp_path, monkeypatch):
+    from benchmark import telemetry
+
+    aws = FakeAws()
+    monkeypatch.setattr(boto3, "client", aws.client)
+    monkeypatch.setattr(telemetry, "SERVICE_ACCOUNT_DIR", tmp_path / "no-serviceaccount")
+    hooks = driver.production_hooks(config(), production_args(tmp_path, bucket=None, namespace=None))
+    assert hooks.locate(config()["variants"][0]) == {"error": "not running in a Kubernetes cluster"}
+    assert hooks.upload(tmp_path / "results" / "run.json") is None and hooks.publish([{"MetricName": "TTFT"}]) is None
+    assert hooks.telemetry is None and aws.services == [] and aws.calls == []
+
+
+def test_the_command_line_documents_itself(capsys):
+    with pytest.raises(SystemExit) as exit:
+        driver.main(["--help"])
+    assert exit.value.code == 0
+    help_text = capsys.readouterr().out
+    # The module docstring, line for line (reflowed, its numbered steps would run together).
+    assert driver.__doc__.strip() in help_text and "\n1. run.json (status \"running\") is written" in help_text
+    flags = " ".join(help_text.split())
+    for text in ("--config CONFIG", "--results-dir RESULTS_DIR", "--llmperf-dir LLMPERF_DIR", "--run-id RUN_ID",
+                 "--namespace NAMESPACE CloudWatch namespace to publish to", "--bucket BUCKET S3 bucket to upload the run to",
+                 "--prefix PREFIX", "--wait-timeout-seconds WAIT_TIMEOUT_SECONDS"):
+        assert text in flags, text
+
+
+@pytest.mark.parametrize("missing", ["--config", "--results-dir", "--llmperf-dir"])
+def test_config_results_and_llmperf_folders_are_required(missing, capsys):
+    argv = {"--config": "run-config.json", "--results-dir": "/results", "--llmperf-dir": "/opt/llmperf"}
+    argv.pop(missing)
+    with pytest.raises(SystemExit) as exit:
+        driver.main([part for pair in argv.items() for part in pair])
+    assert exit.value.code == 2
+    assert f"the following arguments are required: {missing}" in capsys.readouterr().err
+
+
+@pytest.fixture
+def entry_point(tmp_path, monkeypatch):
+    """main() with the pod's wiring and the run itself stood in for: what main passes them, what
+    it prints, what it returns. SIGTERM's handler is restored afterwards."""
+    seen = {}
+
+    def production_hooks(config, args):
+        seen["config"], seen["args"] = config, args
+        seen["hooks"] = quiet_hooks()
+        return seen["hooks"]
+
+    def run_benchmark(config, results_dir, run_id, llmperf_dir, hooks):
+        seen["run"] = (config, results_dir, run_id, llmperf_dir, hooks)
+        hooks.upload_errors.extend(seen.get("upload_errors", []))
+        return seen["outcome"]
+
+    monkeypatch.setattr(driver, "production_hooks", production_hooks)
+    monkeypatch.setattr(driver, "run_benchmark", run_benchmark)
+    monkeypatch.setattr(driver, "datetime", FrozenDatetime)
+    path = tmp_path / "run-config.json"
+    path.write_text(json.dumps(config()))
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        yield seen, ["--config", str(path), "--results-dir", str(tmp_path / "results"), "--llmperf-dir", str(tmp_path / "llmperf")]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_main_runs_the_config_with_the_pods_wiring_and_says_where_the_results_are(entry_point, tmp_path, monkeypatch):
+    seen, argv = entry_point
+    stdout = capture_stdout(monkeypatch)
+    monkeypatch.setenv("JOB_NAME", "sd-bench-7q2x")
+    seen["outcome"] = {"status": "complete", "reason": None}
+    assert driver.main(argv + ["--bucket", "models", "--namespace", "SdTrn2/Benchmark", "--wait-timeout-seconds", "90"]) == 0
+    args = seen["args"]
+    assert seen["config"] == config()
+    assert (args.bucket, args.prefix, args.namespace, args.wait_timeout_seconds, args.run_id) == (
+        "models", "results/", "SdTrn2/Benchmark", 90.0, None)
+    assert isinstance(args.wait_timeout_seconds, float) and args.results_dir == tmp_path / "results"
+    assert seen["run"] == (config(), tmp_path / "results", "20261122T085007Z-sd-bench-7q2x", tmp_path / "llmperf", seen["hooks"])
+    assert stdout.flushed == ["run 20261122T085007Z-sd-bench-7q2x: complete; results in s3://models/results/20261122T085007Z-sd-bench-7q2x/\n"]
+    # SIGTERM (the Job's deadline) becomes an exception the run records as its reason.
+    with pytest.raises(driver.Terminated, match=r"^received signal 15 \(Job deadline or pod deletion\)$"):
+        signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
+
+
+def test_main_defaults_and_a_local_results_folder(entry_point, tmp_path, monkeypatch):
+    seen, argv = entry_point
+    stdout = capture_stdout(monkeypatch)
+    monkeypatch.delenv("JOB_NAME", raising=False)
+    seen["outcome"] = {"status": "failed", "reason": "TimeoutError: endpoints not healthy after 43200s: sd"}
+    assert driver.main(argv) == 1
+    args = seen["args"]
+    assert (args.bucket, args.prefix, args.namespace, args.wait_timeout_seconds, args.run_id) == (
+        None, "results/", None, 43200.0, None)
+    assert seen["run"][2] == "20261122T085007Z"
+    assert stdout.flushed == [f"run 20261122T085007Z: failed: TimeoutError: endpoints not healthy after 43200s: sd; "
+                              f"results in {tmp_path / 'results' / '20261122T085007Z'}\n"]
+
+
+def test_main_exits_1_unless_the_run_completed_and_every_upload_succeeded(entry_point, tmp_path, monkeypatch):
+    seen, argv = entry_point
+    stdout = capture_stdout(monkeypatch)
+    argv = argv + ["--run-id", "run-9", "--bucket", "models", "--prefix", "bench/"]
+    seen["outcome"] = {"status": "incomplete", "reason": "short cases: counting/sd (3 of 20)"}
+    assert driver.main(argv) == 1
+    assert seen["run"][2] == "run-9"
+    assert stdout.flushed[-1] == "run run-9: incomplete: short cases: counting/sd (3 of 20); results in s3://models/bench/run-9/\n"
+    seen["outcome"], seen["upload_errors"] = {"status": "complete", "reason": None}, ["case.json: OSError: AccessDenied"]
+    assert driver.main(argv) == 1
