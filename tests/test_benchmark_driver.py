@@ -519,3 +519,188 @@ def test_main_exits_1_unless_the_run_completed_and_every_upload_succeeded(entry_
     assert stdout.flushed[-1] == "run run-9: incomplete: short cases: counting/sd (3 of 20); results in s3://models/bench/run-9/\n"
     seen["outcome"], seen["upload_errors"] = {"status": "complete", "reason": None}, ["case.json: OSError: AccessDenied"]
     assert driver.main(argv) == 1
+
+
+def test_llmperfs_command_environment_and_deadline():
+    shape = {**SHAPE, "concurrency": 4, "requestsPerTestCase": 21, "requestTimeoutSeconds": 300,
+             "samplingParams": {"temperature": 0, "top_p": 1}}
+    variant = config()["variants"][1]
+    assert driver.llmperf_command("/usr/bin/python3", variant, shape, Path("/results/run-1/sd/counting")) == [
+        "/usr/bin/python3", "token_benchmark_ray.py", "--model", "Qwen/Qwen3-32B",
+        "--mean-input-tokens", "64", "--stddev-input-tokens", "0", "--mean-output-tokens", "24", "--stddev-output-tokens", "0",
+        "--max-num-completed-requests", "21", "--num-concurrent-requests", "4",
+        "--timeout", "1800",  # ceil(21 / 4) = 6 rounds of one request timeout each
+        "--results-dir", "/results/run-1/sd/counting", "--llm-api", "openai",
+        "--additional-sampling-params", '{"temperature": 0, "top_p": 1}']
+    assert driver.llmperf_deadline_s(shape) == 300 * 7 + 600
+    assert driver.llmperf_deadline_s({**shape, "requestsPerTestCase": 20}) == 300 * 6 + 600
+    assert driver.llmperf_environment("http://127.0.0.1:4711/v1", Path("/opt/llmperf")) == {
+        "OPENAI_API_BASE": "http://127.0.0.1:4711/v1", "OPENAI_API_KEY": "not-used", "PYTHONPATH": "/opt/llmperf/src",
+        "RAY_USAGE_STATS_ENABLED": "0"}
+
+
+class InlineExecutor:
+    """Keeps what run_case hands to the telemetry thread, to run it when the test says."""
+
+    def __init__(self):
+        self.submitted = []
+
+    def submit(self, fn, *args):
+        self.submitted.append((fn, *args))
+
+
+def metrics_pages(*drafts):
+    """/metrics as successive scrapes show it: the drafts counter at each value, then unreadable."""
+    pages = [f"# TYPE vllm:spec_decode_num_drafts_total counter\nvllm:spec_decode_num_drafts_total{{engine=\"0\"}} {d}\n"
+             for d in drafts]
+
+    def scrape(endpoint):
+        assert endpoint == "http://vllm-sd:8000/v1"
+        if not pages:
+            raise OSError("timed out")
+        return pages.pop(0)
+    return scrape
+
+
+def test_one_case_is_run_recorded_uploaded_published_and_reported(tmp_path, llmperf, monkeypatch):
+    results, calls, uploads, published = tmp_path / "results", [], [], []
+    placement = {"pod": "vllm-sd-0", "node": "n1", "neuronDevices": ["0", "1"]}
+    inner = one_request_runner(calls)
+
+    def runner(argv, env, cwd, out_dir, deadline_s):
+        inner(argv, env, cwd, out_dir, deadline_s)
+        (out_dir / driver.STDERR_FILE).write_bytes(
+            b"Exception in thread Thread-3 (launch_request):\nZeroDivisionError: division by zero\n\xff\xfe\n"
+            b"Exception in thread Thread-4 (launch_request):\n")
+        return 0
+
+    stdout = capture_stdout(monkeypatch)
+    executor = InlineExecutor()
+    with FakeVllm(step_s=0.001) as server:
+        variant = {**config()["variants"][1], "endpoint": server.url}
+        hooks = quiet_hooks(runner=runner, python="python3", locate=lambda v: placement, telemetry=lambda *a: {},
+                            scrape=lambda endpoint: f"vllm:spec_decode_num_drafts_total {len(calls) * 5 + 10}\n",
+                            upload=lambda path: uploads.append(path.relative_to(results).as_posix()), publish=published.append)
+        summary = driver.run_case(config(shape={**SHAPE, "requestsPerTestCase": 3}), variant, "counting", results, "run-1",
+                                  llmperf, hooks, executor)
+    out = results / "run-1" / "sd" / "counting"
+    argv, env, _, deadline = calls[0]
+    assert argv == driver.llmperf_command("python3", variant, {**SHAPE, "requestsPerTestCase": 3}, out)
+    assert env["PYTHONPATH"] == str(llmperf / "src") and deadline == 600 * 2 + 600
+    case = json.loads((out / "case.json").read_text())
+    started, finished = case["startedAt"], case["finishedAt"]
+    assert isinstance(started, float) and started <= finished <= time.time()
+    expected = {"testCase": "counting", "variant": "sd", "asked": 3, "concurrency": 4, "exitCode": 0,
+                "llmperfError": "ZeroDivisionError: division by zero", "threadDeaths": 2, "startedAt": started,
+                "finishedAt": finished, "placement": placement}
+    assert (out / "case.json").read_text() == json.dumps(expected, indent=2, sort_keys=True) + "\n"
+    assert (out / "specdecode.json").read_text() == json.dumps(
+        {"after": {"drafts": 15.0}, "before": {"drafts": 10.0}}, indent=2, sort_keys=True) + "\n"
+    assert uploads == [f"run-1/sd/counting/{name}" for name in
+                       ("case.json", "llmperf.stderr.txt", "requests.jsonl", "specdecode.json")]
+    (data,) = published
+    assert {d["MetricName"] for d in data} >= {"TTFT", "FailedRequests", "OutputTokens"}
+    assert all(d["Timestamp"] == driver.datetime.fromtimestamp(finished, driver.timezone.utc) for d in data)
+    assert all(d["Dimensions"] == [{"Name": "Variant", "Value": "sd"}, {"Name": "TestCase", "Value": "counting"}] for d in data)
+    assert executor.submitted == [(driver.collect_telemetry, hooks, variant, "counting", out, placement, started, finished)]
+    assert summary == {"testCase": "counting", "variant": "sd", "asked": 3, "completed": 1, "failed": 0, "short": True,
+                       "exitCode": 0, "llmperfError": "ZeroDivisionError: division by zero"}
+    assert stdout.flushed == [
+        f"[counting] sd: LLMPerf against {server.url} through the measuring proxy\n",
+        "[counting] sd: 1 ok / 0 failed of 3 asked; LLMPerf lost 2 worker thread(s): ZeroDivisionError: division by zero - SHORT\n"]
+    assert stdout.pending == ""
+
+
+def run_one_case(tmp_path, llmperf, runner, **changes):
+    """run_case against an endpoint nobody serves: LLMPerf (the runner) sends nothing."""
+    executor = InlineExecutor()
+    hooks = quiet_hooks(runner=runner, **changes)
+    summary = driver.run_case(config(shape={**SHAPE, "requestsPerTestCase": 0}), config()["variants"][1], "counting",
+                              tmp_path / "results", "run-1", llmperf, hooks, executor)
+    return summary, tmp_path / "results" / "run-1" / "sd" / "counting", executor
+
+
+def test_a_case_whose_llmperf_failed_says_so_and_is_not_short(tmp_path, llmperf, monkeypatch):
+    def runner(argv, env, cwd, out_dir, deadline_s):
+        (out_dir / driver.STDERR_FILE).write_text("Traceback (most recent call last):\nKeyError: 'error_code'\n")
+        return 1
+
+    def publish(data):
+        raise RuntimeError("Throttling: Rate exceeded")
+
+    stdout = capture_stdout(monkeypatch)
+    summary, out, executor = run_one_case(tmp_path, llmperf, runner, publish=publish)
+    assert summary == {"testCase": "counting", "variant": "sd", "asked": 0, "completed": 0, "failed": 0, "short": False,
+                       "exitCode": 1, "llmperfError": "KeyError: 'error_code'"}
+    assert stdout.flushed[1:] == ["WARNING: could not publish [counting] sd: Throttling: Rate exceeded\n",
+                                  "[counting] sd: 0 ok / 0 failed of 0 asked; LLMPerf failed (1): KeyError: 'error_code'\n"]
+    assert executor.submitted == []  # no telemetry hook, nothing in the background
+    assert json.loads((out / "specdecode.json").read_text()) == {"error": "/metrics unreadable: connection refused"}
+
+
+def test_a_clean_case_reports_only_its_counts_and_counters_it_could_not_read_after(tmp_path, llmperf, monkeypatch):
+    stdout = capture_stdout(monkeypatch)
+    summary, out, _ = run_one_case(tmp_path, llmperf, lambda *a: 0, scrape=metrics_pages(4))
+    assert summary["llmperfError"] is None and summary["exitCode"] == 0 and summary["short"] is False
+    case = json.loads((out / "case.json").read_text())
+    assert (case["llmperfError"], case["threadDeaths"]) == (None, 0)
+    assert stdout.flushed[-1] == "[counting] sd: 0 ok / 0 failed of 0 asked\n"
+    # Read before the case, unreadable after it: the case has no counters.
+    assert json.loads((out / "specdecode.json").read_text()) == {"error": "/metrics unreadable: timed out"}
+
+
+def test_counters_unreadable_before_the_case_are_reported_even_if_readable_after(tmp_path, llmperf):
+    pages = ["", "vllm:spec_decode_num_drafts_total 9\n"]
+
+    def scrape(endpoint):
+        page = pages.pop(0)
+        if not page:
+            raise OSError("connection reset")
+        return page
+
+    _, out, _ = run_one_case(tmp_path, llmperf, lambda *a: 0, scrape=scrape)
+    assert json.loads((out / "specdecode.json").read_text()) == {"error": "/metrics unreadable: connection reset"}
+
+
+def test_background_telemetry_is_saved_uploaded_and_published_per_period(tmp_path, monkeypatch):
+    placement, uploads, published, windows = {"pod": "vllm-sd-0"}, [], [], []
+    data = {"status": "ok", "utilizationPercent": [[1_795_000_000.0, 55.0]], "memoryUsedBytes": [[1_795_000_060.0, 7e9]]}
+    hooks = quiet_hooks(telemetry=lambda *window: windows.append(window) or data, publish=published.append,
+                        upload=lambda path: uploads.append(path))
+    driver.collect_telemetry(hooks, config()["variants"][1], "counting", tmp_path, placement, 1_794_999_990.0, 1_795_000_100.0)
+    assert windows == [(placement, 1_794_999_990.0, 1_795_000_100.0)]
+    assert (tmp_path / "telemetry.json").read_text() == json.dumps(data, indent=2, sort_keys=True) + "\n"
+    assert uploads == [tmp_path / "telemetry.json"]
+    dimensions = [{"Name": "Variant", "Value": "sd"}, {"Name": "TestCase", "Value": "counting"}]
+    assert published == [[
+        {"MetricName": "NeuronCoreUtilization", "Dimensions": dimensions, "Values": [55.0], "Counts": [1.0], "Unit": "Percent",
+         "Timestamp": driver.datetime(2026, 11, 18, 11, 6, 40, tzinfo=driver.timezone.utc)},
+        {"MetricName": "NeuronMemoryUsed", "Dimensions": dimensions, "Values": [7e9], "Counts": [1.0], "Unit": "Bytes",
+         "Timestamp": driver.datetime(2026, 11, 18, 11, 7, 40, tzinfo=driver.timezone.utc)}]]
+
+
+def test_telemetry_that_fails_is_recorded_as_unavailable_and_a_failed_publish_only_warns(tmp_path, monkeypatch):
+    def telemetry(placement, start, end):
+        raise RuntimeError("CloudWatch throttled")
+
+    def publish(data):
+        raise RuntimeError("AccessDenied")
+
+    stdout = capture_stdout(monkeypatch)
+    hooks = quiet_hooks(telemetry=telemetry, publish=publish)
+    driver.collect_telemetry(hooks, config()["variants"][1], "counting", tmp_path, {}, 0.0, 1.0)
+    assert json.loads((tmp_path / "telemetry.json").read_text()) == {
+        "status": "unavailable", "reason": "RuntimeError: CloudWatch throttled"}
+    assert stdout.flushed == ["WARNING: could not publish telemetry of [counting] sd: AccessDenied\n"]
+
+
+def test_a_failed_upload_is_kept_as_an_error_and_warned_about(tmp_path, monkeypatch):
+    def upload(path):
+        raise PermissionError("AccessDenied")
+
+    stdout = capture_stdout(monkeypatch)
+    hooks = quiet_hooks(upload=upload)
+    hooks.save(tmp_path / "run.json", {"status": "running", "cases": []})
+    assert (tmp_path / "run.json").read_text() == '{\n  "cases": [],\n  "status": "running"\n}\n'
+    assert hooks.upload_errors == [f"{tmp_path / 'run.json'}: PermissionError: AccessDenied"]
+    assert stdout.flushed == [f"WARNING: could not upload {tmp_path / 'run.json'}: AccessDenied\n"]
