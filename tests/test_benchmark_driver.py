@@ -315,7 +315,7 @@ def health_server():
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", paths
@@ -704,3 +704,108 @@ def test_a_failed_upload_is_kept_as_an_error_and_warned_about(tmp_path, monkeypa
     assert (tmp_path / "run.json").read_text() == '{\n  "cases": [],\n  "status": "running"\n}\n'
     assert hooks.upload_errors == [f"{tmp_path / 'run.json'}: PermissionError: AccessDenied"]
     assert stdout.flushed == [f"WARNING: could not upload {tmp_path / 'run.json'}: AccessDenied\n"]
+
+
+def test_run_json_from_its_first_upload_to_its_last(tmp_path, llmperf, monkeypatch):
+    """run.json says what ran, how it was configured, and when; a case's prompt fills LLMPerf's
+    sonnet.txt, and a stale case folder of an earlier attempt of the same run is reused."""
+    monkeypatch.setattr(driver, "datetime", FrozenDatetime)
+    results, prompts, saved = tmp_path / "results", [], []
+    (results / "run-1" / "sd" / "counting").mkdir(parents=True)
+    cfg = {**config(shape={**SHAPE, "requestsPerTestCase": 0}), "testCases": {"counting": "counting numbers from 1 \n\n", "sonnets": None}}
+
+    def runner(argv, env, cwd, out_dir, deadline_s):
+        prompts.append((cwd / driver.PROMPT_FILE).read_text())
+        return 0
+
+    hooks = quiet_hooks(runner=runner, upload=lambda path: saved.append(json.loads(path.read_text())) if path.name == "run.json" else None)
+    run = driver.run_benchmark(cfg, results, "run-1", llmperf, hooks)
+    assert saved[0] == {"runId": "run-1", "status": "running", "reason": None, "startedAt": "2026-11-22T08:50:07Z",
+                        "finishedAt": None, "cases": [], "stack": "qwen3-32b-qwen3-1.7b", "shape": cfg["shape"],
+                        "testCases": cfg["testCases"], "variants": cfg["variants"], "seed": "003",
+                        "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f"}
+    assert [len(s["cases"]) for s in saved] == [0, 1, 2, 3, 4, 4]
+    assert run == saved[-1] == {**saved[0], "status": "complete", "finishedAt": "2026-11-22T08:50:07Z", "cases": run["cases"]}
+    assert [(c["testCase"], c["variant"]) for c in run["cases"]] == [
+        ("counting", "base"), ("counting", "sd"), ("sonnets", "base"), ("sonnets", "sd")]
+    assert prompts == ["counting numbers from 1 \n" * 400] * 2 + ["Shall I compare thee\n"] * 2
+    assert (llmperf / driver.PROMPT_FILE).read_text() == "Shall I compare thee\n"
+    assert (results / "run-1" / "run.json").read_text() == json.dumps(run, indent=2, sort_keys=True) + "\n"
+
+
+def test_short_cases_are_named_in_the_reason(tmp_path, llmperf):
+    run = driver.run_benchmark(config(shape={**SHAPE, "requestsPerTestCase": 3}), tmp_path / "results", "run-1", llmperf,
+                               quiet_hooks(runner=lambda *a: 0))
+    assert (run["status"], run["reason"]) == (
+        "incomplete", "short cases: counting/base (0 of 3), counting/sd (0 of 3), sonnets/base (0 of 3), sonnets/sd (0 of 3)")
+
+
+def test_a_failed_run_keeps_its_own_reason_even_if_uploads_failed_too(tmp_path, llmperf, capsys):
+    def upload(path):
+        raise OSError("AccessDenied")
+
+    run = driver.run_benchmark(config(), tmp_path / "results", "run-1", llmperf,
+                               quiet_hooks(healthy=lambda url: False, wait_timeout_s=0, upload=upload))
+    assert (run["status"], run["reason"]) == ("failed", "TimeoutError: endpoints not healthy after 0s: base, sd")
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):\n") and err.endswith(
+        "TimeoutError: endpoints not healthy after 0s: base, sd\n")
+
+
+def test_upload_failures_are_counted_and_the_first_is_the_reason(tmp_path, llmperf):
+    failed = []
+
+    def upload(path):
+        if path.name in ("case.json", "specdecode.json"):
+            failed.append(path)
+            raise OSError(f"AccessDenied {len(failed)}")
+
+    run = driver.run_benchmark(config(shape={**SHAPE, "requestsPerTestCase": 0}), tmp_path / "results", "run-1", llmperf,
+                               quiet_hooks(runner=lambda *a: 0, upload=upload))
+    assert (run["status"], run["reason"]) == ("failed", f"8 upload(s) failed: {failed[0]}: OSError: AccessDenied 1")
+
+
+def test_a_complete_run_waits_for_its_telemetry(tmp_path, llmperf):
+    threads = []
+
+    def telemetry(placement, start, end):
+        time.sleep(0.02)  # CloudWatch is slower than the cases
+        threads.append(threading.current_thread().name)
+        return {"status": "ok"}
+
+    run = driver.run_benchmark(config(shape={**SHAPE, "requestsPerTestCase": 0}), tmp_path / "results", "run-1", llmperf,
+                               quiet_hooks(runner=lambda *a: 0, telemetry=telemetry))
+    assert run["status"] == "complete" and len(threads) == 4 and all(t.startswith("telemetry_") for t in threads)
+    assert all((tmp_path / "results" / "run-1" / v / c / "telemetry.json").exists()
+               for v in ("base", "sd") for c in ("counting", "sonnets"))
+
+
+def test_a_stopped_run_does_not_wait_for_telemetry_and_drops_what_has_not_started(tmp_path, llmperf):
+    """One telemetry read at a time; SIGTERM leaves the pod seconds, not CloudWatch's minutes."""
+    gate, started, released = threading.Event(), [], []
+
+    def telemetry(placement, start, end):
+        started.append(placement)
+        released.append(gate.wait(timeout=1))
+        return {"status": "ok"}
+
+    cases = []
+
+    def runner(argv, env, cwd, out_dir, deadline_s):
+        cases.append(out_dir)
+        if len(cases) == 3:
+            for _ in range(100):  # the first case's telemetry read has begun (it blocks on the gate)
+                if started:
+                    break
+                time.sleep(0.01)
+            raise driver.Terminated("received signal 15 (Job deadline or pod deletion)")
+        return 0
+
+    run = driver.run_benchmark(config(shape={**SHAPE, "requestsPerTestCase": 0}), tmp_path / "results", "run-1", llmperf,
+                               quiet_hooks(runner=runner, telemetry=telemetry, locate=lambda v: {"pod": v["name"]}))
+    gate.set()
+    for thread in threading.enumerate():
+        if thread.name.startswith("telemetry_"):
+            thread.join(timeout=2)
+    assert run["status"] == "failed" and run["reason"] == "Terminated: received signal 15 (Job deadline or pod deletion)"
+    assert started == [{"pod": "base"}] and released == [True]
