@@ -809,3 +809,49 @@ def test_a_stopped_run_does_not_wait_for_telemetry_and_drops_what_has_not_starte
             thread.join(timeout=2)
     assert run["status"] == "failed" and run["reason"] == "Terminated: received signal 15 (Job deadline or pod deletion)"
     assert started == [{"pod": "base"}] and released == [True]
+
+
+def test_waiting_polls_only_the_endpoints_not_yet_healthy_until_the_deadline(monkeypatch):
+    healthy_after = {"http://vllm-base:8000/v1": 2, "http://vllm-sd:8000/v1": 10**9}
+    polls = {k: 0 for k in healthy_after}
+    clock, sleeps = [1000.0], []
+
+    def healthy(url):
+        polls[url] += 1
+        return polls[url] > healthy_after[url]
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        clock[0] += seconds
+
+    stdout = capture_stdout(monkeypatch)
+    with pytest.raises(TimeoutError) as error:
+        driver.wait_for_endpoints(config()["variants"], healthy, timeout_s=120, sleep=sleep, clock=lambda: clock[0])
+    assert str(error.value) == "endpoints not healthy after 120s: sd"
+    assert sleeps == [60, 60]  # a minute apart by default; at the deadline itself it gives up
+    assert polls == {"http://vllm-base:8000/v1": 3, "http://vllm-sd:8000/v1": 3}
+    assert stdout.flushed == ["waiting for base, sd\n", "waiting for base, sd\n"] and stdout.pending == ""
+
+
+def test_endpoints_healthy_at_once_are_not_waited_for(monkeypatch):
+    stdout = capture_stdout(monkeypatch)
+    driver.wait_for_endpoints(config()["variants"], lambda url: True, timeout_s=0,
+                              sleep=lambda s: pytest.fail("slept"), clock=lambda: 0.0)
+    assert stdout.flushed == [] and stdout.pending == ""
+
+
+def test_llmperf_runs_in_its_own_session_with_the_pods_environment_and_its_output_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("POD_NAME", "sd-bench-7q2x")
+    script = ("import os, sys; print(os.environ['POD_NAME'], os.environ['OPENAI_API_BASE'], os.getcwd(), "
+              "os.getsid(0) == os.getpid()); print('KeyError: 1', file=sys.stderr); sys.exit(3)")
+    (tmp_path / "out").mkdir()
+    code = driver.subprocess_runner([sys.executable, "-c", script], {"OPENAI_API_BASE": "http://127.0.0.1:1/v1"}, tmp_path,
+                                    tmp_path / "out", deadline_s=30)
+    assert code == 3
+    assert (tmp_path / "out" / driver.STDOUT_FILE).read_text() == f"sd-bench-7q2x http://127.0.0.1:1/v1 {tmp_path} True\n"
+    assert (tmp_path / "out" / driver.STDERR_FILE).read_text() == "KeyError: 1\n"
+
+
+def test_an_indented_error_line_is_reported_without_its_whitespace():
+    assert driver.last_error_line("Traceback:\n    raise ValueError('x')\n  ValueError: bad prompt  \r\n") == "ValueError: bad prompt"
+    assert driver.thread_deaths("Exception in thread Thread-1:\nException in thread Thread-2:\n") == 2
