@@ -298,11 +298,11 @@ def test_run_ids_and_timestamps_are_utc(monkeypatch):
 
 @pytest.fixture
 def health_server():
-    """/health answers 200, /sick/health 503, /empty/health 204; every path asked is kept."""
+    """/health and /routeX/health answer 200, /sick/health 503, /empty/health 204; every path asked is kept."""
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     paths = []
-    statuses = {"/health": 200, "/sick/health": 503, "/empty/health": 204}
+    statuses = {"/health": 200, "/sick/health": 503, "/empty/health": 204, "/routeX/health": 200}
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -339,8 +339,9 @@ def test_health_is_asked_of_the_server_root_with_a_bounded_wait(health_server, m
     assert driver.http_healthy(root) is True
     assert driver.http_healthy(root + "/sick/v1") is False  # 503 while the model compiles
     assert driver.http_healthy(root + "/empty/v1") is False  # only 200 is healthy
-    assert paths == ["/health", "/health", "/health", "/sick/health", "/empty/health"]
-    assert timeouts == [5] * 5
+    assert driver.http_healthy(root + "/routeX") is True  # behind a path prefix, without /v1: only "/" is stripped
+    assert paths == ["/health", "/health", "/health", "/sick/health", "/empty/health", "/routeX/health"]
+    assert timeouts == [5] * 6
 
 
 def test_an_endpoint_nobody_listens_on_is_not_healthy():
