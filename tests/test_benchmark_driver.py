@@ -575,6 +575,14 @@ def test_one_case_is_run_recorded_uploaded_published_and_reported(tmp_path, llmp
             b"Exception in thread Thread-4 (launch_request):\n")
         return 0
 
+    proxies = []
+
+    class Proxy(driver.MeasuringProxy):
+        def __init__(self, upstream, records, timeout_s):
+            proxies.append((upstream, records, timeout_s))
+            super().__init__(upstream, records, timeout_s)
+
+    monkeypatch.setattr(driver, "MeasuringProxy", Proxy)
     stdout = capture_stdout(monkeypatch)
     executor = InlineExecutor()
     with FakeVllm(step_s=0.001) as server:
@@ -585,6 +593,7 @@ def test_one_case_is_run_recorded_uploaded_published_and_reported(tmp_path, llmp
         summary = driver.run_case(config(shape={**SHAPE, "requestsPerTestCase": 3}), variant, "counting", results, "run-1",
                                   llmperf, hooks, executor)
     out = results / "run-1" / "sd" / "counting"
+    assert proxies == [(server.url, out / "requests.jsonl", 600)]  # the proxy gives up on a request when LLMPerf would
     argv, env, _, deadline = calls[0]
     assert argv == driver.llmperf_command("python3", variant, {**SHAPE, "requestsPerTestCase": 3}, out)
     assert env["PYTHONPATH"] == str(llmperf / "src") and deadline == 600 * 2 + 600
