@@ -436,3 +436,96 @@ def test_a_client_that_goes_away_mid_stream_is_recorded_and_the_stream_dropped(t
     (record,) = read_records(tmp_path / "requests.jsonl")
     assert record["error"].startswith("client disconnected: ")
     assert record["done"] is False and record["response_sha256"] is None
+
+
+# --- Lifecycle: what the driver relies on when it opens and closes a proxy per test case. -----
+
+def test_closing_waits_for_requests_in_flight_and_appends_to_earlier_records(tmp_path):
+    records = tmp_path / "requests.jsonl"
+    records.write_text('{"earlier": true}\n')
+    hold = threading.Event()
+    upstream = Upstream(sse(chunk_line(choices=[{"delta": {"content": "a"}}]), b"data: [DONE]\n", hold=hold))
+    try:
+        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", records, 10) as proxy:
+            port = proxy._server.server_address[1]
+            (thread,) = [t for t in threading.enumerate() if t.name == "measuring-proxy"]
+            assert thread.daemon  # a stuck proxy cannot keep the benchmark process alive
+            client = threading.Thread(target=raw_exchange, args=(port, post("/v1/chat/completions", b"{}")))
+            client.start()
+            assert upstream.arrived.wait(5)
+            threading.Timer(0.05, hold.set).start()
+        # The request was still streaming when the block ended: its record is written by now.
+        assert [r.get("earlier") or r["done"] for r in read_records(records)] == [True, True]
+        assert proxy._records.closed and not thread.is_alive()
+        client.join(5)
+    finally:
+        upstream.close()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=1)
+
+
+def test_an_interrupted_proxy_stops_listening_at_once_and_still_records_what_finishes(tmp_path):
+    records = tmp_path / "requests.jsonl"
+    hold = threading.Event()
+    upstream = Upstream(sse(chunk_line(choices=[{"delta": {"content": "a"}}]), b"data: [DONE]\n", hold=hold))
+    release = threading.Timer(0.3, hold.set)  # frees the request even if closing wrongly waits for it
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", records, 10) as proxy:
+                port = proxy._server.server_address[1]
+                client = threading.Thread(target=raw_exchange, args=(port, post("/v1/chat/completions", b"{}")))
+                client.start()
+                assert upstream.arrived.wait(5)
+                release.start()
+                interrupted = time.monotonic()
+                raise KeyboardInterrupt
+        assert time.monotonic() - interrupted < 0.2 and not hold.is_set()
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", port), timeout=1)
+        hold.set()
+        client.join(5)
+        for _ in range(100):
+            if read_records(records):
+                break
+            time.sleep(0.01)
+        (record,) = read_records(records)
+        assert record["done"] is True and not proxy._records.closed
+    finally:
+        release.cancel()
+        upstream.close()
+
+
+def test_closing_an_idle_proxy_is_prompt(tmp_path):
+    with MeasuringProxy("http://127.0.0.1:9/v1", tmp_path / "requests.jsonl", 1):
+        time.sleep(0.06)
+        closing = time.monotonic()
+    assert time.monotonic() - closing < 0.5
+
+
+def test_one_request_per_connection_even_when_the_client_pipelines(tmp_path):
+    upstream = Upstream(answer("200 OK", b"{}"))
+    try:
+        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", tmp_path / "requests.jsonl", 10) as proxy:
+            with socket.create_connection(("127.0.0.1", proxy._server.server_address[1]), timeout=5) as client:
+                client.sendall(post("/v1/a", b"{}") + post("/v1/b", b"{}"))
+                client.shutdown(socket.SHUT_WR)
+                received = b""
+                while chunk := client.recv(65536):
+                    received += chunk
+    finally:
+        upstream.close()
+    assert received.count(b"HTTP/1.1 200 OK") == 1 and [r["line"] for r in upstream.requests] == ["POST /v1/a HTTP/1.1"]
+    assert len(read_records(tmp_path / "requests.jsonl")) == 1
+
+
+def test_a_request_without_a_content_length_is_forwarded_empty(tmp_path):
+    upstream = Upstream(answer("400 Bad Request", b"{}"))
+    try:
+        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", tmp_path / "requests.jsonl", 10) as proxy:
+            raw = raw_exchange(proxy._server.server_address[1], b"POST /v1/x HTTP/1.1\r\nHost: h\r\n\r\n")
+    finally:
+        upstream.close()
+    assert raw.startswith(b"HTTP/1.1 400 ") and upstream.requests[0]["body"] == b""
+    (record,) = read_records(tmp_path / "requests.jsonl")
+    assert record["error"] == "HTTP 400: {}" and record["request_sha256"] is None
+
