@@ -156,7 +156,9 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError:
             body = None
-        exchange = Exchange(body if isinstance(body, dict) else None, started_wall, started)
+        if not isinstance(body, dict):  # not a request the proxy can read: forwarded as sent
+            body = None
+        exchange = Exchange(body, started_wall, started)
         try:
             self._forward(exchange, raw if body is None else json.dumps(with_usage(body)).encode())
         finally:

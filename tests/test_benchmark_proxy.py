@@ -529,3 +529,16 @@ def test_a_request_without_a_content_length_is_forwarded_empty(tmp_path):
     (record,) = read_records(tmp_path / "requests.jsonl")
     assert record["error"] == "HTTP 400: {}" and record["request_sha256"] is None
 
+
+def test_a_json_body_that_is_not_an_object_is_forwarded_as_sent(tmp_path):
+    error = b'{"object": "error", "message": "Input should be a valid dictionary", "code": 400}'
+    upstream = Upstream(answer("400 Bad Request", error))
+    try:
+        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", tmp_path / "requests.jsonl", 10) as proxy:
+            raw = raw_exchange(proxy._server.server_address[1], post("/v1/chat/completions", b'["stream", true]'))
+    finally:
+        upstream.close()
+    assert upstream.requests[0]["body"] == b'["stream", true]'
+    assert split_response(raw)[1] == error
+    (record,) = read_records(tmp_path / "requests.jsonl")
+    assert record["status"] == 400 and record["request_sha256"] is None and record["max_tokens"] is None
