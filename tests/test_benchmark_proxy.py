@@ -52,8 +52,8 @@ def test_streams_through_and_records_the_servers_own_token_count(tmp_path):
     assert record["completion_tokens"] == sent.tokens == 24 and record["content_chunks"] == sent.content_chunks == 8
     assert record["prompt_tokens"] == len("Shall I compare thee".split()) + 9
     assert record["status"] == 200 and record["error"] is None and record["done"] and record["finish_reason"] == "length"
-    assert record["ttft_s"] == pytest.approx(0.05, abs=0.02)
-    assert record["e2e_s"] - record["ttft_s"] == pytest.approx(sent.last_content - sent.first_content, abs=0.01)
+    assert record["ttft_s"] == pytest.approx(0.05, abs=0.03)
+    assert record["e2e_s"] - record["ttft_s"] == pytest.approx(sent.last_content - sent.first_content, abs=0.04)
     assert record["max_tokens"] == 24 and record["response_sha256"] and record["request_sha256"]
 
 
