@@ -200,7 +200,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, exchange: Exchange, response: http.client.HTTPResponse) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", response.getheader("Content-Type", "text/event-stream"))
+        # Present: _forward streams only answers whose Content-Type names text/event-stream.
+        self.send_header("Content-Type", response.getheader("Content-Type"))
         # Chunked, one SSE line per chunk: the client's `requests` yields each as it arrives
         # (a close-delimited body would be read to the end first).
         self.send_header("Transfer-Encoding", "chunked")
