@@ -542,3 +542,17 @@ def test_a_json_body_that_is_not_an_object_is_forwarded_as_sent(tmp_path):
     assert split_response(raw)[1] == error
     (record,) = read_records(tmp_path / "requests.jsonl")
     assert record["status"] == 400 and record["request_sha256"] is None and record["max_tokens"] is None
+
+
+def test_a_client_gone_before_the_stream_ends_is_recorded(tmp_path):
+    hold = threading.Event()
+    upstream = Upstream(sse(b"data: [DONE]\n", hold=hold))  # the end of the stream comes after the reset
+    try:
+        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", tmp_path / "requests.jsonl", 10) as proxy:
+            raw_exchange(proxy._server.server_address[1], post("/v1/chat/completions", json.dumps(CHAT).encode()),
+                         reset_after=b"[DONE]")
+            hold.set()
+    finally:
+        upstream.close()
+    (record,) = read_records(tmp_path / "requests.jsonl")
+    assert record["done"] is True and record["error"].startswith("client disconnected: ")
