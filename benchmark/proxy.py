@@ -169,8 +169,8 @@ class _Handler(BaseHTTPRequestHandler):
         connection = self.server.connect()
         try:
             headers = {"Content-Type": "application/json", "Accept": self.headers.get("Accept", "*/*")}
-            if self.headers.get("Authorization"):
-                headers["Authorization"] = self.headers["Authorization"]
+            if authorization := self.headers.get("Authorization"):
+                headers["Authorization"] = authorization
             try:
                 connection.request("POST", self.path, body=payload, headers=headers)
                 response = connection.getresponse()
