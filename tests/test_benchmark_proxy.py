@@ -499,7 +499,7 @@ def test_closing_an_idle_proxy_is_prompt(tmp_path):
     with MeasuringProxy("http://127.0.0.1:9/v1", tmp_path / "requests.jsonl", 1):
         time.sleep(0.06)
         closing = time.monotonic()
-    assert time.monotonic() - closing < 0.5
+    assert time.monotonic() - closing < 0.25  # the serve loop polls every 0.05 s
 
 
 def test_one_request_per_connection_even_when_the_client_pipelines(tmp_path):
