@@ -54,6 +54,15 @@ def request_digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(question, sort_keys=True).encode()).hexdigest()
 
 
+def json_object(raw: bytes) -> dict[str, Any] | None:
+    """The JSON object `raw` holds; None if it is not JSON or not an object."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def with_usage(body: dict[str, Any]) -> dict[str, Any]:
     """The request as forwarded: streaming requests ask vLLM for the final usage chunk."""
     if not body.get("stream"):
@@ -152,12 +161,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         started_wall, started = time.time(), time.monotonic()
         raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):  # not a request the proxy can read: forwarded as sent
-            body = None
+        body = json_object(raw)  # None: not a request the proxy can read, forwarded as sent
         exchange = Exchange(body, started_wall, started)
         try:
             self._forward(exchange, raw if body is None else json.dumps(with_usage(body)).encode())

@@ -97,7 +97,12 @@ def test_the_request_digest_ignores_the_model_name_only():
 
 # --- Unit level: what the proxy computes from a request body and from each SSE line. ---------
 
-from benchmark.proxy import Exchange, _Server, with_usage  # noqa: E402
+from benchmark.proxy import Exchange, _Server, json_object, with_usage  # noqa: E402
+
+
+def test_only_a_json_object_is_a_request_the_proxy_reads():
+    assert json_object(b'{"stream": true, "max_tokens": 3}') == {"stream": True, "max_tokens": 3}
+    assert [json_object(raw) for raw in (b"", b"not json", b'["stream", true]', b'"text"', b"null")] == [None] * 5
 
 
 def test_the_request_digest_is_the_sha256_of_the_sorted_question():
