@@ -561,3 +561,20 @@ def test_a_client_gone_before_the_stream_ends_is_recorded(tmp_path):
         upstream.close()
     (record,) = read_records(tmp_path / "requests.jsonl")
     assert record["done"] is True and record["error"].startswith("client disconnected: ")
+
+
+def test_a_server_that_does_not_answer_in_time_is_a_recorded_502(tmp_path):
+    hold = threading.Event()
+    upstream = Upstream(lambda connection, request: hold.wait(2))
+    try:
+        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", tmp_path / "requests.jsonl", timeout_s=0.1) as proxy:
+            asked = time.monotonic()
+            raw = raw_exchange(proxy._server.server_address[1], post("/v1/chat/completions", b"{}"))
+            waited = time.monotonic() - asked
+            hold.set()
+    finally:
+        hold.set()
+        upstream.close()
+    assert raw.startswith(b"HTTP/1.1 502 Bad Gateway\r\n") and waited < 1
+    (record,) = read_records(tmp_path / "requests.jsonl")
+    assert record["error"] == "server unreachable: timed out"
