@@ -54,6 +54,15 @@ def request_digest(body: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(question, sort_keys=True).encode()).hexdigest()
 
 
+def json_object(raw: bytes) -> dict[str, Any] | None:
+    """The JSON object `raw` holds; None if it is not JSON or not an object."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def with_usage(body: dict[str, Any]) -> dict[str, Any]:
     """The request as forwarded: streaming requests ask vLLM for the final usage chunk."""
     if not body.get("stream"):
@@ -152,11 +161,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         started_wall, started = time.time(), time.monotonic()
         raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-        try:
-            body = json.loads(raw)
-        except ValueError:
-            body = None
-        exchange = Exchange(body if isinstance(body, dict) else None, started_wall, started)
+        body = json_object(raw)  # None: not a request the proxy can read, forwarded as sent
+        exchange = Exchange(body, started_wall, started)
         try:
             self._forward(exchange, raw if body is None else json.dumps(with_usage(body)).encode())
         finally:
@@ -167,8 +173,8 @@ class _Handler(BaseHTTPRequestHandler):
         connection = self.server.connect()
         try:
             headers = {"Content-Type": "application/json", "Accept": self.headers.get("Accept", "*/*")}
-            if self.headers.get("Authorization"):
-                headers["Authorization"] = self.headers["Authorization"]
+            if authorization := self.headers.get("Authorization"):
+                headers["Authorization"] = authorization
             try:
                 connection.request("POST", self.path, body=payload, headers=headers)
                 response = connection.getresponse()
@@ -198,7 +204,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, exchange: Exchange, response: http.client.HTTPResponse) -> None:
         self.send_response(200)
-        self.send_header("Content-Type", response.getheader("Content-Type", "text/event-stream"))
+        # Present: _forward streams only answers whose Content-Type names text/event-stream.
+        self.send_header("Content-Type", response.getheader("Content-Type"))
         # Chunked, one SSE line per chunk: the client's `requests` yields each as it arrives
         # (a close-delimited body would be read to the end first).
         self.send_header("Transfer-Encoding", "chunked")
