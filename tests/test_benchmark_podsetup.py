@@ -282,8 +282,8 @@ def test_more_than_five_problems_end_with_how_many_more(tmp_path):
     (root / "z.py").write_bytes(b"")
     with pytest.raises(SetupError) as raised:
         podsetup.verify_tree(root, manifest)
-    assert str(raised.value) == (f"LLMPerf source is not commit c0ffee: missing a.py; missing b.py; unexpected x.py; "
-                                 f"unexpected y.py; unexpected z.py (+2 more)")
+    assert str(raised.value) == ("LLMPerf source is not commit c0ffee: missing a.py; missing b.py; unexpected x.py; "
+                                 "unexpected y.py; unexpected z.py (+2 more)")
 
 
 # --- fetch_llmperf: only GitHub's tar.gz of one folder, extracted safely, replacing any older copy --------------------
