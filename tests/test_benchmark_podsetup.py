@@ -618,9 +618,15 @@ def test_a_failure_is_one_fatal_line_on_stderr_delivered_before_the_exit(pod):
     assert pod.stdout.delivered == pod.installed
 
 
-def test_every_option_is_required(capsys):
+def test_every_option_is_required_and_the_help_shows_the_usage_as_written(capsys):
     with pytest.raises(SystemExit) as exited:
         podsetup.main([])
     assert exited.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith(
         "error: the following arguments are required: --commit, --dest, --hf-home, --bucket, --cache-prefix")
+    with pytest.raises(SystemExit) as exited:
+        podsetup.main(["--help"])
+    assert exited.value.code == 0
+    # The module's docstring, verbatim: the example command on two lines, as a shell continues it.
+    assert ("\n    python -m benchmark.podsetup --commit SHA --dest /opt/llmperf --hf-home /opt/hf \\\n"
+            "        --bucket B --cache-prefix cache/tokenizers/\n") in capsys.readouterr().out
