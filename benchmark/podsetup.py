@@ -1,4 +1,4 @@
-"""Prepare the benchmark pod: LLMPerf at a verified commit, and the tokenizer it loads, cached.
+r"""Prepare the benchmark pod: LLMPerf at a verified commit, and the tokenizer it loads, cached.
 
     python -m benchmark.podsetup --commit SHA --dest /opt/llmperf --hf-home /opt/hf \
         --bucket B --cache-prefix cache/tokenizers/
