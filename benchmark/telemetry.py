@@ -149,7 +149,7 @@ def collect(cloudwatch: Any, cluster: str, placement: dict[str, Any], start: flo
     window = (datetime.fromtimestamp(first, timezone.utc), datetime.fromtimestamp(end + PERIOD_S, timezone.utc))
     deadline = clock() + max_wait_s
     while True:
-        data = {m: _read(cloudwatch, m, s, *window) if s else {} for m, s in series.items()}
+        data = {m: _read(cloudwatch, m, s, *window) for m, s in series.items()}
         stamps = [t for points in data.values() for t in points if t <= end]
         if (stamps and max(stamps) >= last_needed) or clock() >= deadline:
             break

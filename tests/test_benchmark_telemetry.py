@@ -1,14 +1,21 @@
 """benchmark.telemetry: the variant's pod and devices from a Kubernetes API on 127.0.0.1 (objects
 checked against the 1.34 schemas), and its Neuron metrics from moto's CloudWatch."""
+import io
 import json
+import ssl
 import threading
 import urllib.parse
-from datetime import datetime, timezone
+import urllib.request
+from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import boto3
 import kubernetes_validate
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from moto import mock_aws
 
 from benchmark import telemetry
@@ -158,3 +165,190 @@ def test_a_late_period_is_waited_for_within_a_bound_and_missing_metrics_are_expl
 
     data = telemetry.collect(cloudwatch, "sd-test", PLACEMENT, T0, T1, max_wait_s=90, poll_s=30, sleep=sleep, clock=lambda: clock[0])
     assert data["status"] == "partial" and sleeps == [30, 30, 30] and len(data["utilizationPercent"]) == 1
+
+
+def test_device_index_is_the_trailing_number_of_the_dra_device_name():
+    assert telemetry.device_index("neurondevice3") == "3"
+    assert telemetry.device_index("neuron-device-12") == "12"
+    assert telemetry.device_index("neurondevice") is None  # no number: no NeuronDevice dimension to match
+
+
+class Spy:
+    """Stands in for urllib.request.urlopen and keeps what each read asked for."""
+
+    def __init__(self, body: bytes = b'{"kind": "PodList", "items": []}'):
+        self.body, self.calls = body, []
+
+    def __call__(self, request, **kwargs):
+        self.calls.append((request.full_url, dict(request.header_items()), kwargs))
+        return io.BytesIO(self.body)
+
+
+def test_a_read_sends_the_token_and_is_bounded_in_time(monkeypatch):
+    spy = Spy()
+    monkeypatch.setattr(urllib.request, "urlopen", spy)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    # A base URL with a path (an API proxy) keeps all of it but the trailing slash.
+    proxied = telemetry.KubernetesApi("http://127.0.0.1:8001/clusters/TRN2-X/", "tok", context)
+    assert proxied.get("/api/v1/namespaces/inference/pods") == {"kind": "PodList", "items": []}
+    telemetry.KubernetesApi("http://127.0.0.1:8001", "tok", timeout_s=2.5).get("/apis")
+    assert spy.calls == [
+        ("http://127.0.0.1:8001/clusters/TRN2-X/api/v1/namespaces/inference/pods", {"Authorization": "Bearer tok"},
+         {"timeout": 10, "context": context}),
+        ("http://127.0.0.1:8001/apis", {"Authorization": "Bearer tok"}, {"timeout": 2.5, "context": None}),
+    ]
+
+
+def self_signed_ca(common_name: str) -> bytes:
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.now(timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(1).not_valid_before(now - timedelta(days=1)).not_valid_after(now + timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True).sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def test_in_cluster_the_api_is_reached_with_the_service_accounts_token_and_ca(monkeypatch, tmp_path):
+    (tmp_path / "token").write_text("eyJhbGciOiJSUzI1NiJ9.sa\n")
+    (tmp_path / "ca.crt").write_bytes(self_signed_ca("kubernetes"))
+    monkeypatch.setattr(telemetry, "SERVICE_ACCOUNT_DIR", tmp_path)
+    spy = Spy()
+    monkeypatch.setattr(urllib.request, "urlopen", spy)
+    telemetry.KubernetesApi.in_cluster().get("/api/v1/namespaces/inference/pods")
+    [(url, headers, kwargs)] = spy.calls
+    assert (url, headers, kwargs["timeout"]) == ("https://kubernetes.default.svc/api/v1/namespaces/inference/pods",
+                                                 {"Authorization": "Bearer eyJhbGciOiJSUzI1NiJ9.sa"}, 10)
+    context = kwargs["context"]
+    # The server is trusted through the cluster's CA only, and its name is checked.
+    assert [dict(field[0] for field in ca["subject"]) for ca in context.get_ca_certs()] == [{"commonName": "kubernetes"}]
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+
+
+def test_a_terminating_pod_is_not_the_variants_pod(kubernetes):
+    leaving = pod("vllm-sd-0")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-20T09:00:00Z"
+    fake = kubernetes([leaving, pod("vllm-sd-1")], {"vllm-sd-0-neuron-x7k2p": claim(["neurondevice3"])})
+    assert telemetry.locate(fake.api(), "inference", SELECTOR)["pod"] == "vllm-sd-1"
+
+
+def test_devices_come_from_every_allocated_claim_in_numeric_order(kubernetes):
+    holder = pod("vllm-sd-0")
+    holder["spec"]["resourceClaims"] = [{"name": n, "resourceClaimTemplateName": "neuron-8-devices"} for n in ("scratch", "neuron", "more")]
+    holder["status"]["resourceClaimStatuses"] = [  # a claim the pod did not need has no ResourceClaim
+        {"name": "scratch"}, {"name": "neuron", "resourceClaimName": "vllm-sd-0-neuron-a"},
+        {"name": "more", "resourceClaimName": "vllm-sd-0-more-b"}]
+    fake = kubernetes([holder], {"vllm-sd-0-neuron-a": claim(["neurondevice10", "neurondevice9"]),
+                                 "vllm-sd-0-more-b": claim(["neurondevice11", "neurondevice"])})
+    placement = telemetry.locate(fake.api(), "inference", SELECTOR)
+    assert placement == {"pod": "vllm-sd-0", "node": "ip-10-64-1-17.us-east-2.compute.internal", "neuronDevices": ["9", "10", "11"],
+                         "devices": [{"pool": "ip-10-64-1-17", "device": d}
+                                     for d in ("neurondevice10", "neurondevice9", "neurondevice11", "neurondevice")]}
+    assert fake.paths[1:] == ["/apis/resource.k8s.io/v1/namespaces/inference/resourceclaims/vllm-sd-0-neuron-a",
+                              "/apis/resource.k8s.io/v1/namespaces/inference/resourceclaims/vllm-sd-0-more-b"]
+
+
+B = T0 - 20  # a minute boundary: CloudWatch's 60 s periods start on one
+
+
+def put_points(cloudwatch, device: str, points: dict[float, tuple[float, float]], *, cores: int = 2,
+               node: str = "ip-10-64-1-17", namespace: str = "ContainerInsights", metrics=(telemetry.UTILIZATION, telemetry.MEMORY),
+               extra: dict | None = None):
+    """`points`: period start -> (value of the first metric, of the second) for the device's first core;
+    core c adds c to each."""
+    for core in range(cores):
+        dims = [{"Name": "ClusterName", "Value": "sd-test"}, {"Name": "InstanceType", "Value": "trn2.48xlarge"},
+                {"Name": "InstanceId", "Value": "i-0abc"}, {"Name": "NodeName", "Value": node},
+                {"Name": "NeuronDevice", "Value": device}, {"Name": "NeuronCore", "Value": str(int(device) * 4 + core)}]
+        dims += [{"Name": k, "Value": v} for k, v in (extra or {}).items()]
+        cloudwatch.put_metric_data(Namespace=namespace, MetricData=[
+            {"MetricName": name, "Dimensions": dims, "Timestamp": datetime.fromtimestamp(t, timezone.utc), "Value": value[j] + core}
+            for t, value in points.items() for j, name in enumerate(metrics)])
+
+
+@pytest.fixture
+def cloudwatch(monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-2")
+    with mock_aws():
+        yield boto3.client("cloudwatch", region_name="us-east-2")
+
+
+def requests_of(client, operation: str) -> list[dict]:
+    sent = []
+    client.meta.events.register(f"provide-client-params.cloudwatch.{operation}", lambda params, **_: sent.append(dict(params)))
+    return sent
+
+
+def never_sleep(seconds):
+    pytest.fail(f"slept {seconds} s though the data was there")
+
+
+def test_the_whole_reading_of_two_devices_and_what_is_asked_of_cloudwatch(cloudwatch):
+    put_points(cloudwatch, "9", {B: (40, 1e9), B + 60: (50, 2e9), B + 120: (60, 3e9)})
+    put_points(cloudwatch, "10", {B: (20, 5e9), B + 60: (30, 6e9), B + 120: (40, 7e9)})
+    # Same names and node, not the variant's series: another namespace, a pod-level metric.
+    put_points(cloudwatch, "9", {B: (99, 9e9)}, cores=1, namespace="CWAgent", extra={"Source": "neuron-monitor"})
+    put_points(cloudwatch, "9", {B: (99, 9e9)}, cores=1, metrics=("pod_neuroncore_utilization",), extra={"PodName": "vllm-sd-0"})
+    gets = requests_of(cloudwatch, "GetMetricData")
+    placement = {**PLACEMENT, "neuronDevices": ["10", "9"]}
+    data = telemetry.collect(cloudwatch, "sd-test", placement, T0, T1, sleep=never_sleep)
+    # Per period: the mean over the 4 cores (40, 41, 20, 21 at B), the sum of their memory.
+    assert data == {"status": "ok", "node": "ip-10-64-1-17", "neuronDevices": ["9", "10"], "cores": 4, "periodSeconds": 60,
+                    "utilizationPercent": [[B, 30.5], [B + 60, 40.5], [B + 120, 50.5]],
+                    "memoryUsedBytes": [[B, 12e9 + 2], [B + 60, 16e9 + 2], [B + 120, 20e9 + 2]]}
+    assert [(g["StartTime"], g["EndTime"]) for g in gets] == [(datetime.fromtimestamp(B, timezone.utc),
+                                                              datetime.fromtimestamp(T1 + 60, timezone.utc))] * 2
+    for request, metric in zip(gets, (telemetry.UTILIZATION, telemetry.MEMORY)):
+        queries = request["MetricDataQueries"]
+        assert [q["Id"] for q in queries] == ["m0", "m1", "m2", "m3"]  # unique, a lowercase letter first (the API's rule)
+        assert {(q["MetricStat"]["Metric"]["Namespace"], q["MetricStat"]["Metric"]["MetricName"], q["MetricStat"]["Period"],
+                 q["MetricStat"]["Stat"], q["ReturnData"]) for q in queries} == {("ContainerInsights", metric, 60, "Average", True)}
+
+
+def test_no_metrics_for_the_devices_says_which_devices_were_looked_for(cloudwatch):
+    placement = {**PLACEMENT, "neuronDevices": ["10", "9"]}
+    assert telemetry.collect(cloudwatch, "sd-test", placement, T0, T1, sleep=never_sleep) == {
+        "status": "unavailable", "reason": "no ContainerInsights Neuron metrics for node ip-10-64-1-17 devices ['9', '10'] "
+                                           "(is the CloudWatch Observability add-on with Neuron monitoring installed?)"}
+
+
+def test_utilization_alone_is_still_read(cloudwatch):
+    put_points(cloudwatch, "8", {B: (40, 0), B + 60: (50, 0), B + 120: (60, 0)}, metrics=(telemetry.UTILIZATION,))
+    data = telemetry.collect(cloudwatch, "sd-test", PLACEMENT, T0, T1, sleep=never_sleep)
+    assert (data["status"], data["cores"], data["utilizationPercent"], data["memoryUsedBytes"]) == (
+        "ok", 2, [[B, 40.5], [B + 60, 50.5], [B + 120, 60.5]], [])
+
+
+def test_by_default_a_late_period_is_polled_for_every_30_s_for_5_minutes(cloudwatch):
+    put_points(cloudwatch, "8", {B: (40, 1e9)})
+    clock, sleeps = [0.0], []
+
+    def sleep(seconds):
+        sleeps.append(seconds)
+        clock[0] += seconds
+
+    data = telemetry.collect(cloudwatch, "sd-test", PLACEMENT, T0, T1, sleep=sleep, clock=lambda: clock[0])
+    assert data["status"] == "partial" and sleeps == [30] * 10
+
+
+def test_a_case_ending_on_a_minute_boundary_includes_the_period_that_starts_there(cloudwatch):
+    # Periods cover [t, t + 60); a case's periods are those covering any instant of [start, end].
+    put_points(cloudwatch, "8", {B: (10, 1e9), B + 60: (20, 2e9), B + 120: (30, 3e9), B + 180: (40, 4e9)})
+    data = telemetry.collect(cloudwatch, "sd-test", PLACEMENT, B + 30, B + 120, sleep=never_sleep)
+    assert data["status"] == "ok"
+    assert data["utilizationPercent"] == [[B, 10.5], [B + 60, 20.5], [B + 120, 30.5]]
+    assert data["memoryUsedBytes"] == [[B, 2e9 + 1], [B + 60, 4e9 + 1], [B + 120, 6e9 + 1]]
+
+
+def test_the_period_before_the_last_is_enough_to_be_complete(cloudwatch):
+    # The case ends 30 s into B + 120: the data is complete once the period B + 60 is there.
+    put_points(cloudwatch, "8", {B: (10, 1e9), B + 60: (20, 2e9)})
+    data = telemetry.collect(cloudwatch, "sd-test", PLACEMENT, B + 30, B + 150, sleep=never_sleep)
+    assert (data["status"], data["utilizationPercent"]) == ("ok", [[B, 10.5], [B + 60, 20.5]])
+
+
+def test_a_period_at_the_cases_end_shows_ingestion_has_passed_a_missed_one(cloudwatch):
+    # Container Insights missed the scrape of B + 60; the point at B + 120 (the case's end) is newer.
+    put_points(cloudwatch, "8", {B: (10, 1e9), B + 120: (30, 3e9)})
+    data = telemetry.collect(cloudwatch, "sd-test", PLACEMENT, B + 30, B + 120, sleep=never_sleep)
+    assert (data["status"], data["utilizationPercent"]) == ("ok", [[B, 10.5], [B + 120, 30.5]])
