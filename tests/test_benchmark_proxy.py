@@ -283,6 +283,17 @@ def split_response(raw: bytes) -> tuple[list[str], bytes]:
     return [line for line in lines if not line.startswith(("Server: ", "Date: "))], body
 
 
+def through_proxy(tmp_path, script, request: bytes) -> tuple[Upstream, bytes]:
+    """Send raw `request` bytes through a proxy in front of an Upstream answering with `script`;
+    the upstream (what it received) and the raw answer the client got."""
+    upstream = Upstream(script)
+    try:
+        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", tmp_path / "requests.jsonl", 10) as proxy:
+            return upstream, raw_exchange(proxy._server.server_address[1], request)
+    finally:
+        upstream.close()
+
+
 def answer(status: str, body: bytes, content_type: str | None = "application/json"):
     def script(connection, request):
         head = f"HTTP/1.1 {status}\r\nContent-Length: {len(body)}\r\n"
@@ -366,12 +377,8 @@ def test_an_upstream_error_is_passed_on_verbatim_and_its_start_recorded(tmp_path
 
 def test_a_non_streaming_answer_is_passed_on_with_its_content_type(tmp_path):
     text = b'{"choices": [{"message": {"content": "hi"}}]}'
-    upstream = Upstream(answer("200 OK", text, content_type="application/json; charset=utf-8"))
-    try:
-        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", tmp_path / "requests.jsonl", 10) as proxy:
-            raw = raw_exchange(proxy._server.server_address[1], post("/v1/chat/completions", b'{"max_tokens": 4}'))
-    finally:
-        upstream.close()
+    upstream, raw = through_proxy(tmp_path, answer("200 OK", text, content_type="application/json; charset=utf-8"),
+                                  post("/v1/chat/completions", b'{"max_tokens": 4}'))
     assert upstream.requests[0]["body"] == b'{"max_tokens": 4}'
     headers, sent = split_response(raw)
     assert headers == ["HTTP/1.1 200 OK", "Content-Type: application/json; charset=utf-8",
@@ -382,12 +389,7 @@ def test_a_non_streaming_answer_is_passed_on_with_its_content_type(tmp_path):
 
 
 def test_a_200_without_a_content_type_is_passed_on_as_json(tmp_path):
-    upstream = Upstream(answer("200 OK", b"{}", content_type=None))
-    try:
-        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", tmp_path / "requests.jsonl", 10) as proxy:
-            raw = raw_exchange(proxy._server.server_address[1], post("/v1/models", b"{}"))
-    finally:
-        upstream.close()
+    _, raw = through_proxy(tmp_path, answer("200 OK", b"{}", content_type=None), post("/v1/models", b"{}"))
     assert split_response(raw) == (["HTTP/1.1 200 OK", "Content-Type: application/json", "Content-Length: 2",
                                      "Connection: close"], b"{}")
 
@@ -415,12 +417,7 @@ def test_a_broken_server_stream_leaves_the_client_stream_unterminated(tmp_path):
         connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
                            + b"%x\r\n%s\r\n" % (len(first), first) + b"40\r\ndata: {")
 
-    upstream = Upstream(script)
-    try:
-        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", tmp_path / "requests.jsonl", 10) as proxy:
-            raw = raw_exchange(proxy._server.server_address[1], post("/v1/chat/completions", json.dumps(CHAT).encode()))
-    finally:
-        upstream.close()
+    _, raw = through_proxy(tmp_path, script, post("/v1/chat/completions", json.dumps(CHAT).encode()))
     headers, sent = split_response(raw)
     assert headers[0] == "HTTP/1.1 200 OK" and sent == b"%x\r\n%s\r\n" % (len(first), first)
     (record,) = read_records(tmp_path / "requests.jsonl")
@@ -527,12 +524,7 @@ def test_one_request_per_connection_even_when_the_client_pipelines(tmp_path):
 
 
 def test_a_request_without_a_content_length_is_forwarded_empty(tmp_path):
-    upstream = Upstream(answer("400 Bad Request", b"{}"))
-    try:
-        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", tmp_path / "requests.jsonl", 10) as proxy:
-            raw = raw_exchange(proxy._server.server_address[1], b"POST /v1/x HTTP/1.1\r\nHost: h\r\n\r\n")
-    finally:
-        upstream.close()
+    upstream, raw = through_proxy(tmp_path, answer("400 Bad Request", b"{}"), b"POST /v1/x HTTP/1.1\r\nHost: h\r\n\r\n")
     assert raw.startswith(b"HTTP/1.1 400 ") and upstream.requests[0]["body"] == b""
     (record,) = read_records(tmp_path / "requests.jsonl")
     assert record["error"] == "HTTP 400: {}" and record["request_sha256"] is None
@@ -540,12 +532,8 @@ def test_a_request_without_a_content_length_is_forwarded_empty(tmp_path):
 
 def test_a_json_body_that_is_not_an_object_is_forwarded_as_sent(tmp_path):
     error = b'{"object": "error", "message": "Input should be a valid dictionary", "code": 400}'
-    upstream = Upstream(answer("400 Bad Request", error))
-    try:
-        with MeasuringProxy(f"http://127.0.0.1:{upstream.port}/v1", tmp_path / "requests.jsonl", 10) as proxy:
-            raw = raw_exchange(proxy._server.server_address[1], post("/v1/chat/completions", b'["stream", true]'))
-    finally:
-        upstream.close()
+    upstream, raw = through_proxy(tmp_path, answer("400 Bad Request", error),
+                                  post("/v1/chat/completions", b'["stream", true]'))
     assert upstream.requests[0]["body"] == b'["stream", true]'
     assert split_response(raw)[1] == error
     (record,) = read_records(tmp_path / "requests.jsonl")
