@@ -27,6 +27,10 @@ class ClusterArgs:
     system_node_instance_type: str
     system_node_count: int
     workload_identity: Mechanism
+    support_type: str
+    """STANDARD or EXTENDED; always explicit (pulumi-eks would default to EXTENDED)."""
+    control_plane_log_group: aws.cloudwatch.LogGroup
+    """EKS writes the control plane's logs there; created first, so EKS does not create its own."""
     tags: dict[str, str]
 
 
@@ -83,6 +87,9 @@ class Cluster(pulumi.ComponentResource):
             create_oidc_provider=irsa,
             skip_default_node_group=True,
             enabled_cluster_log_types=["api", "audit", "authenticator"],
+            # pulumi-eks 4.4.0 defaults the support type to EXTENDED (its upgrade_policy docstring):
+            # without this a cluster moves to extended-support billing when its version ages.
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=args.support_type),
             vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=versions["vpc-cni"]),
             # pulumi-eks creates CoreDNS with the control plane when enabled (its default is
             # true: CoreDnsAddonOptionsArgs.enabled); it is created below, after the nodes.
@@ -90,7 +97,7 @@ class Cluster(pulumi.ComponentResource):
             # kube-proxy is a DaemonSet: with no node yet it has nothing to wait for.
             kube_proxy_addon_options=eks.KubeProxyAddonOptionsArgs(enabled=True, version=versions["kube-proxy"]),
             tags=args.tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[args.control_plane_log_group]),
         )
         node_role = ec2_node_role(f"{name}-system-node", self, args.tags)
         # On-demand and never managed by Karpenter: the Karpenter controller must not run on

@@ -35,12 +35,44 @@ AGENT_POLICY_ARN = "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy"
 
 
 @dataclass(frozen=True)
+class ClusterLogGroupsArgs:
+    control_plane: str
+    """/aws/eks/<cluster>/cluster (PlatformSpec.control_plane_log_group)."""
+    container_insights: tuple[str, ...]
+    """/aws/containerinsights/<cluster>/* (PlatformSpec.container_insights_log_groups)."""
+    retention_days: int
+
+
+class ClusterLogGroups(pulumi.ComponentResource):
+    """The log groups EKS and Container Insights write to, created first so that Pulumi owns them:
+    with a retention, and deleted by `pulumi destroy` after what writes to them (the cluster, the
+    add-on), which depend on them. Left to their writers, they would be created with no retention
+    and outlive the stack."""
+
+    control_plane: aws.cloudwatch.LogGroup
+    container_insights: list[aws.cloudwatch.LogGroup]
+
+    def __init__(self, name: str, args: ClusterLogGroupsArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sdtrn2:observability:ClusterLogGroups", name, None, opts)
+
+        def group(suffix: str, log_group: str) -> aws.cloudwatch.LogGroup:
+            return aws.cloudwatch.LogGroup(f"{name}-{suffix}", name=log_group, retention_in_days=args.retention_days,
+                                           opts=pulumi.ResourceOptions(parent=self))
+
+        self.control_plane = group("control-plane", args.control_plane)
+        self.container_insights = [group(path.rsplit("/", 1)[-1], path) for path in args.container_insights]
+        self.register_outputs({"logGroups": [g.name for g in (self.control_plane, *self.container_insights)]})
+
+
+@dataclass(frozen=True)
 class ContainerInsightsArgs:
     cluster_name: str
     kubernetes_version: str
     """Selects the add-on's pinned build (stackconfig/catalog.py EKS_ADDON_VERSIONS)."""
     identity: WorkloadIdentity
     cluster_ready: list[pulumi.Resource]
+    log_groups: list[aws.cloudwatch.LogGroup]
+    """Where the agent and Fluent Bit write (ClusterLogGroups): they must exist first."""
     tags: dict[str, str]
 
 
@@ -69,6 +101,6 @@ class ContainerInsights(pulumi.ComponentResource):
             service_account_role_arn=role.arn if args.identity.mechanism == "irsa" else None,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.cluster_ready, role]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*args.cluster_ready, role, *args.log_groups]),
         )
         self.register_outputs({"addonVersion": self.addon.addon_version})

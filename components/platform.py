@@ -14,7 +14,7 @@ from .karpenter import Karpenter, KarpenterArgs
 from .model_store import ModelStore, ModelStoreArgs
 from .network import Network, NetworkArgs
 from .neuron_dra import NeuronDra, NeuronDraArgs
-from .observability import ContainerInsights, ContainerInsightsArgs
+from .observability import ClusterLogGroups, ClusterLogGroupsArgs, ContainerInsights, ContainerInsightsArgs
 
 
 def stack_tags(project: str, stack: str, extra: dict[str, str]) -> dict[str, str]:
@@ -30,6 +30,11 @@ def aws_provider(region: str, tags: dict[str, str]) -> aws.Provider:
 def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provider) -> ClusterHandle:
     with_aws = pulumi.ResourceOptions(providers=[provider])
     network = Network("network", NetworkArgs.from_spec(spec), opts=with_aws)
+    logs = ClusterLogGroups("cluster-logs", ClusterLogGroupsArgs(
+        control_plane=spec.control_plane_log_group,
+        container_insights=spec.container_insights_log_groups,
+        retention_days=spec.cluster.log_retention_days,
+    ), opts=with_aws)
     cluster = Cluster("cluster", ClusterArgs(
         cluster_name=spec.cluster_name,
         kubernetes_version=spec.cluster.kubernetes_version,
@@ -39,6 +44,8 @@ def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provi
         system_node_instance_type=spec.cluster.system_node_instance_type,
         system_node_count=spec.cluster.system_node_count,
         workload_identity=spec.cluster.workload_identity,
+        support_type=spec.cluster.support_type,
+        control_plane_log_group=logs.control_plane,
         tags=tags,
     ), opts=with_aws)
     karpenter = Karpenter("karpenter", KarpenterArgs(
@@ -64,6 +71,7 @@ def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provi
         kubernetes_version=spec.cluster.kubernetes_version,
         identity=cluster.identity,
         cluster_ready=cluster.ready,
+        log_groups=logs.container_insights,
         tags=tags,
     ), opts=with_aws)
     return ClusterHandle(

@@ -151,6 +151,13 @@ EKS_SUPPORT: dict[str, EksSupport] = {
 }
 
 WORKLOAD_IDENTITIES = ("irsa", "pod-identity")
+SUPPORT_TYPES = ("STANDARD", "EXTENDED")
+"""EKS cluster upgrade policy (CreateCluster upgradePolicy.supportType). pulumi-eks 4.4.0 defaults it
+to EXTENDED (pulumi_eks.Cluster upgrade_policy docstring), so the program always sets it."""
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288,
+                      3653)
+"""What CloudWatch Logs accepts as a retention (botocore 1.44.5 logs service model, shape Days);
+"never expire" is left out on purpose."""
 
 
 @functools.cache

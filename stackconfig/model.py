@@ -18,6 +18,7 @@ from .naming import prefixed, slug, stack_slug
 Role = Literal["baseline", "sd"]
 Quantization = Literal["none", "fp8"]
 WorkloadIdentity = Literal["irsa", "pod-identity"]
+SupportType = Literal["STANDARD", "EXTENDED"]
 SpeculationMethod = Literal["draft_model", "eagle", "eagle3", "dflash"]
 """vLLM's speculative_config method: "draft_model" for a plain draft model (vLLM's default when
 no method is given) and "eagle" for an EAGLE head on nxdi-legacy; "eagle3" and "dflash" heads on
@@ -25,6 +26,7 @@ vllm-neuron (FACTS.md, "vLLM on Neuron", "Serving engines")."""
 
 # Mountpoint for S3 is mounted at the same path as in the sample (seed 000).
 MODEL_STORE_MOUNT_PATH = "/var/mdl"
+CONTAINER_INSIGHTS_LOG_KINDS = ("application", "dataplane", "host", "performance")
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,12 @@ class ClusterSettings:
     """AZ names given in config (e.g. the AZ of a capacity reservation); empty: chosen by offering."""
     workload_identity: WorkloadIdentity
     """How pods get IAM roles: IRSA (OIDC trust) or EKS Pod Identity (associations)."""
+    support_type: SupportType = "STANDARD"
+    """EKS upgrade policy: STANDARD (the control plane is upgraded by EKS when standard support of
+    its version ends) or EXTENDED (it stays, billed at the extended-support rate)."""
+    log_retention_days: int = 14
+    """Retention of the log groups the program creates for the cluster (control plane, Container
+    Insights), so `pulumi destroy` deletes them and none grows forever."""
 
 
 @dataclass(frozen=True)
@@ -265,6 +273,25 @@ class PlatformSpec:
     @property
     def cluster_name(self) -> str:
         return prefixed(self.stack)
+
+    @property
+    def control_plane_log_group(self) -> str:
+        """Where EKS sends the control plane's logs: one group per cluster, which EKS creates
+        itself when none exists (EKS user guide, "Send control plane logs to CloudWatch Logs")."""
+        return f"/aws/eks/{self.cluster_name}/cluster"
+
+    @property
+    def container_insights_log_groups(self) -> tuple[str, ...]:
+        """The groups Container Insights writes to (CloudWatch user guide, "Container Insights
+        ... log groups": application, dataplane, host from Fluent Bit; performance from the
+        agent's embedded-metric logs), created by them with no retention when absent."""
+        return tuple(f"/aws/containerinsights/{self.cluster_name}/{kind}" for kind in CONTAINER_INSIGHTS_LOG_KINDS)
+
+    @property
+    def log_groups(self) -> tuple[str, ...]:
+        """Every log group the cluster writes to; the program creates each, and `make sweep`
+        lists any that a destroy left."""
+        return (self.control_plane_log_group, *self.container_insights_log_groups)
 
 
 @dataclass(frozen=True)

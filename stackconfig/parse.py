@@ -34,6 +34,8 @@ from .catalog import (
     MIN_KUBERNETES_VERSION,
     MODELS,
     SPECULATIVE_TOKENS_RANGE,
+    LOG_RETENTION_DAYS,
+    SUPPORT_TYPES,
     WORKLOAD_IDENTITIES,
     known_regions,
 )
@@ -187,8 +189,8 @@ PAIRING_KEYS = {"stackKind", "platform", "cluster", "capacity", "serving", "vari
                 "models", HUGGING_FACE_TOKEN_KEY}
 PLATFORM_OWNED = ("cluster", "modelStore")
 """Keys a shared pairing must leave to its platform stack."""
-CLUSTER_KEYS = {"kubernetesVersion", "systemNodeInstanceType", "systemNodeCount", "vpcCidr", "availabilityZoneCount",
-                "availabilityZones", "workloadIdentity"}
+CLUSTER_KEYS = {"kubernetesVersion", "supportType", "logRetentionDays", "systemNodeInstanceType", "systemNodeCount",
+                "vpcCidr", "availabilityZoneCount", "availabilityZones", "workloadIdentity"}
 CAPACITY_KEYS = {"instanceType", "capacityType", "reservationIds", "amiAlias", "rootVolumeGiB"}
 _PLATFORM_REFERENCE = re.compile(r"^(?P<org>[A-Za-z0-9_.-]+)/(?P<project>[A-Za-z0-9_.-]+)/(?P<stack>[A-Za-z0-9_.-]+)$")
 
@@ -465,6 +467,8 @@ def _parse_cluster(s: _Section, region: str) -> ClusterSettings:
         availability_zone_count=zone_count or 2,
         availability_zones=tuple(zones or ()),
         workload_identity=s.string("workloadIdentity", "irsa", choices=WORKLOAD_IDENTITIES) or "irsa",
+        support_type=s.string("supportType", "STANDARD", choices=SUPPORT_TYPES) or "STANDARD",
+        log_retention_days=s.integer("logRetentionDays", 14, allowed=LOG_RETENTION_DAYS) or 14,
     )
 
 

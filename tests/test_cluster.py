@@ -108,3 +108,36 @@ def test_container_insights_publishes_neuron_metrics_with_the_documented_agent_r
                 if r.parent == role_component.urn]
     assert attached == ["arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy"]
     assert not [r for r in recording.of_type("aws:iam/rolePolicy:RolePolicy") if r.parent == role_component.urn]
+
+
+def test_the_cluster_log_groups_are_the_programs_with_retention_and_created_before_their_writers(recording, spec):
+    """EKS and Container Insights create the groups they write to when none exists, with no
+    retention, and `pulumi destroy` would leave them (and `make sweep` report them). So the
+    program creates each, by its exact name, before the cluster and the add-on that write there."""
+    groups = {g.inputs["name"]: g for g in recording.of_type("aws:cloudwatch/logGroup:LogGroup")}
+    cluster_name = spec.cluster_name
+    assert sorted(groups) == sorted([f"/aws/eks/{cluster_name}/cluster"] + [
+        f"/aws/containerinsights/{cluster_name}/{kind}" for kind in ("application", "dataplane", "host", "performance")])
+    assert {g.inputs["retentionInDays"] for g in groups.values()} == {spec.cluster.log_retention_days} == {14}
+    cluster = recording.one("eks:index:Cluster")
+    assert recording.depends_on(cluster, groups[f"/aws/eks/{cluster_name}/cluster"])
+    (insights,) = [a for a in recording.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "amazon-cloudwatch-observability"]
+    for name, group in groups.items():
+        if "containerinsights" in name:
+            assert recording.depends_on(insights, group), name
+            assert not recording.depends_on(cluster, group), name  # the control plane need not wait for them
+
+
+def test_the_support_type_is_explicit(recording, spec):
+    """pulumi-eks defaults upgradePolicy.supportType to EXTENDED; the program always sends one."""
+    assert recording.one("eks:index:Cluster").inputs["upgradePolicy"] == {"supportType": spec.cluster.support_type}
+    assert spec.cluster.support_type == "STANDARD"
+
+
+def test_pulumi_eks_still_documents_extended_as_its_default():
+    """Why the support type is always sent: if pulumi-eks's documented default changes, this says so."""
+    import inspect
+
+    import pulumi_eks as eks
+
+    assert 'Defaults to "EXTENDED"' in inspect.getsource(eks.ClusterArgs.__init__)

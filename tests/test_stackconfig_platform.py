@@ -30,7 +30,8 @@ def test_every_platform_setting_lands_in_the_spec():
     spec = parse(with_edits(SMALL, {
         "cluster": {"kubernetesVersion": "1.34", "systemNodeInstanceType": "m7i.2xlarge", "systemNodeCount": 10,
                     "vpcCidr": "10.1.0.0/16", "availabilityZones": ["us-east-2a", "us-east-2b", "us-east-2c"],
-                    "availabilityZoneCount": 3, "workloadIdentity": "pod-identity"},
+                    "availabilityZoneCount": 3, "workloadIdentity": "pod-identity", "supportType": "EXTENDED",
+                    "logRetentionDays": 3653},
         "capacity": {"instanceType": "trn2.3xlarge", "capacityType": "reserved", "reservationIds": ["cr-0abc", "cr-1"],
                      "amiAlias": "al2023@v20260101", "rootVolumeGiB": 2000},
         "modelStore": {"retainOnDestroy": True},
@@ -39,7 +40,8 @@ def test_every_platform_setting_lands_in_the_spec():
     assert spec.cluster == ClusterSettings(kubernetes_version="1.34", system_node_instance_type="m7i.2xlarge",
                                            system_node_count=10, vpc_cidr="10.1.0.0/16", availability_zone_count=3,
                                            availability_zones=("us-east-2a", "us-east-2b", "us-east-2c"),
-                                           workload_identity="pod-identity")
+                                           workload_identity="pod-identity", support_type="EXTENDED",
+                                           log_retention_days=3653)
     assert spec.capacity == CapacitySettings(instance_type="trn2.3xlarge", capacity_type="reserved",
                                              reservation_ids=("cr-0abc", "cr-1"), ami_alias="al2023@v20260101",
                                              root_volume_gib=2000)
@@ -89,6 +91,11 @@ def test_the_zone_count_follows_the_zones_listed():
     ({"cluster.systemNodeCount": 1}, [("cluster.systemNodeCount", "1 is outside 2..10")]),
     ({"cluster.systemNodeCount": 11}, [("cluster.systemNodeCount", "11 is outside 2..10")]),
     ({"cluster.workloadIdentity": "kiam"}, [("cluster.workloadIdentity", "'kiam' is not one of irsa, pod-identity")]),
+    ({"cluster.supportType": "standard"}, [("cluster.supportType", "'standard' is not one of STANDARD, EXTENDED")]),
+    ({"cluster.logRetentionDays": 10}, [("cluster.logRetentionDays", "10 is not one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, "
+                                                                     "180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653")]),
+    ({"cluster.logRetentionDays": 0}, [("cluster.logRetentionDays", "0 is not one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, "
+                                                                    "180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653")]),
     ({"cluster.systemNodeInstanceType": 5}, [("cluster.systemNodeInstanceType", "must be a string, got 5")]),
     ({"capacity.instanceType": "p5.48xlarge"}, [("capacity.instanceType", "'p5.48xlarge' is not one of trn2.48xlarge, trn2.3xlarge")]),
     ({"capacity.capacityType": "spot"}, [("capacity.capacityType", "'spot' is not one of on-demand, reserved")]),

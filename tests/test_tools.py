@@ -230,6 +230,25 @@ def test_a_shared_pairing_sweep_lists_only_its_own_node_class(aws_credentials, c
     assert left["security group"] not in out and left["log group"] not in out
 
 
+@mock_aws
+def test_sweep_lists_the_cluster_log_groups_a_destroy_left_and_only_those(aws_credentials, capsys):
+    """The program creates and deletes the cluster's log groups; any still there is a leftover.
+    Another cluster whose name extends this one's keeps its groups out of the list."""
+    spec = load_stack(STACK).spec()
+    logs = boto3.client("logs", region_name="us-east-2")
+    assert len(spec.platform.log_groups) == 5
+    for name in spec.platform.log_groups:
+        logs.create_log_group(logGroupName=name)
+        logs.create_log_group(logGroupName=name.replace(CLUSTER, CLUSTER + "-2"))
+    assert sweep.main(["--stack", STACK]) == 1
+    listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert listed == [f"  log groups: {', '.join(sorted(spec.platform.log_groups))}"]
+    for name in spec.platform.log_groups:
+        logs.delete_log_group(logGroupName=name)
+    assert sweep.main(["--stack", STACK]) == 0
+    assert f"nothing left for cluster {CLUSTER} in us-east-2" in capsys.readouterr().out
+
+
 def test_sweep_without_credentials_says_how_to_get_them(no_aws_credentials, capsys):
     assert sweep.main(["--stack", STACK]) == 1
     assert "no AWS credentials found: run `aws configure`" in one_line_error(capsys)

@@ -2,8 +2,9 @@
 
 Karpenter's instances, launch templates and instance profiles are not in Pulumi's state; an
 interrupted destroy can strand them, and their network interfaces then block security-group and
-VPC deletion (FACTS.md, "Destroy pitfalls"). EKS also leaves its control-plane log group
-(FACTS.md, "pulumi-eks outputs and add-ons"). This searches the stack's own region (its
+VPC deletion (FACTS.md, "Destroy pitfalls"). The cluster's log groups (control plane, Container
+Insights) belong to the program, which deletes them after their writers; one still here means a
+destroy did not finish, or a writer recreated it. This searches the stack's own region (its
 aws:region, whatever the shell's region says) by the tags those owners put on what they create.
 For a pairing on a shared platform it lists only what that pairing's own EC2NodeClass left: the
 cluster and everything else are the platform's, still in use by other pairings. Read-only; exits 1
@@ -15,7 +16,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from stackconfig import StackSpec
+from stackconfig import PlatformSpec, StackSpec
 
 from .stack import aws_session, cluster_name_of, stack_spec, stack_tool
 
@@ -114,11 +115,12 @@ def instance_profiles(iam: Any, cluster: str, region: str) -> list[str]:
     return sorted(found)
 
 
-def log_groups(logs: Any, cluster: str) -> list[str]:
-    """EKS sends control-plane logs to one log group per cluster (EKS user guide, "Send control
-    plane logs to CloudWatch Logs"), /aws/eks/<cluster>/cluster; it outlives the cluster."""
-    name = f"/aws/eks/{cluster}/cluster"
-    return [g for g in paged(logs, "describe_log_groups", "logGroups", "logGroupName", logGroupNamePrefix=name) if g == name]
+def log_groups(logs: Any, names: Iterable[str]) -> list[str]:
+    """Which of the cluster's log groups (PlatformSpec.log_groups) still exist. Listed by exact
+    name: another cluster's name may begin with this one's."""
+    return sorted(g for name in names
+                  for g in paged(logs, "describe_log_groups", "logGroups", "logGroupName", logGroupNamePrefix=name)
+                  if g == name)
 
 
 def pairing_leftovers(clients: SweepClients, cluster: str, region: str, node_class: str) -> dict[str, list[str]]:
@@ -143,7 +145,7 @@ def pairing_leftovers(clients: SweepClients, cluster: str, region: str, node_cla
     return {kind: ids for kind, ids in found.items() if ids}
 
 
-def leftovers(clients: SweepClients, cluster: str, region: str) -> dict[str, list[str]]:
+def leftovers(clients: SweepClients, cluster: str, region: str, cluster_log_groups: Iterable[str]) -> dict[str, list[str]]:
     groups = security_groups(clients.ec2, cluster)
     found = {
         "instances": instances(clients.ec2, cluster),
@@ -151,7 +153,7 @@ def leftovers(clients: SweepClients, cluster: str, region: str) -> dict[str, lis
         "network interfaces": network_interfaces(clients.ec2, cluster, groups),
         "security groups": groups,
         "instance profiles": instance_profiles(clients.iam, cluster, region),
-        "log groups": log_groups(clients.logs, cluster),
+        "log groups": log_groups(clients.logs, cluster_log_groups),
     }
     return {kind: ids for kind, ids in found.items() if ids}
 
@@ -169,7 +171,8 @@ def sweep(stack: str) -> int:
         found = pairing_leftovers(clients, cluster, spec.region, spec.node_pool_name)
         what = f"node class {spec.node_pool_name} on cluster {cluster}"
     else:
-        found, what = leftovers(clients, cluster, spec.region), f"cluster {cluster}"
+        platform = spec if isinstance(spec, PlatformSpec) else spec.platform
+        found, what = leftovers(clients, cluster, spec.region, platform.log_groups), f"cluster {cluster}"
     if not found:
         print(f"nothing left for {what} in {spec.region}")
         return 0
