@@ -10,8 +10,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from stackconfig.catalog import EKS_ADDON_VERSIONS
-
+from .addons import addon_version
 from .handle import SYSTEM_NODE_LABEL
 from .iam import ec2_node_role
 from .identity import Mechanism, WorkloadIdentity
@@ -34,7 +33,7 @@ class ClusterArgs:
     tags: dict[str, str]
 
 
-def node_addon(name: str, cluster_name: str, addon: str, version: str, system_nodes: pulumi.Resource,
+def node_addon(name: str, cluster_name: str, addon: str, version: pulumi.Input[str], system_nodes: pulumi.Resource,
                parent: pulumi.Resource, configuration: dict | None = None) -> aws.eks.Addon:
     """An EKS add-on whose pods need a node: created only once the system node group exists.
 
@@ -67,12 +66,16 @@ class Cluster(pulumi.ComponentResource):
     ready: list[pulumi.Resource]
     """What Kubernetes workloads must wait for: the control plane, nodes to run them on, DNS and
     (with Pod Identity) the agent that hands out credentials."""
+    addon_versions: dict[str, pulumi.Input[str]]
+    """The builds of the add-ons it installs (pinned, or EKS's default: components/addons.py)."""
 
     def __init__(self, name: str, args: ClusterArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:cluster:Cluster", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         irsa = args.workload_identity == "irsa"
-        versions = EKS_ADDON_VERSIONS[args.kubernetes_version]
+        versions = self.addon_versions = {
+            addon: addon_version(addon, args.kubernetes_version, self)
+            for addon in ("vpc-cni", "kube-proxy", "coredns", *(() if irsa else ("eks-pod-identity-agent",)))}
         cluster = eks.Cluster(
             f"{name}-eks",
             name=args.cluster_name,

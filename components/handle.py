@@ -44,6 +44,9 @@ class ClusterHandle:
     model_bucket: pulumi.Input[str]
     """The platform's model store, mounted by the Mountpoint driver the platform runs."""
     model_bucket_arn: pulumi.Input[str]
+    versions: dict[str, Any] = field(default_factory=dict)
+    """What the platform runs (Kubernetes, support type, Karpenter, the Neuron chart, each EKS
+    add-on's build), exported as `versions`; empty when the platform is another stack."""
     ready: tuple[pulumi.Resource, ...] = ()
     """What pairing objects wait for (and are deleted before): the platform's resources when
     one program builds both; nothing when the platform is another, already deployed stack."""
@@ -67,6 +70,7 @@ class ClusterHandle:
             "workloadIdentity": identity.mechanism, "oidcProviderArn": identity.oidc_provider_arn or "",
             "oidcIssuer": identity.oidc_issuer or "", "karpenterNodeRoleName": self.node_role_name,
             "modelBucket": self.model_bucket, "modelBucketArn": self.model_bucket_arn,
+            **({"versions": self.versions} if self.versions else {}),
         }
 
     @classmethod

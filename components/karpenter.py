@@ -7,11 +7,12 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from stackconfig.versions import KARPENTER, KARPENTER_CHART, KARPENTER_CRD_CHART
+
 from .iam import ec2_node_role
 from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
 from .interruption_queue import InterruptionQueue, InterruptionQueueArgs
 from .karpenter_policy import controller_policy
-from .versions import KARPENTER_CHART, KARPENTER_CRD_CHART, KARPENTER_VERSION
 
 # A fixed release name keeps the service account name ("karpenter": the chart names it after the
 # release fullname, charts/karpenter/templates/_helpers.tpl) stable for the role binding (FACTS.md).
@@ -66,7 +67,7 @@ class Karpenter(pulumi.ComponentResource):
             name=CRD_RELEASE_NAME,
             namespace=NAMESPACE,
             chart=KARPENTER_CRD_CHART,
-            version=KARPENTER_VERSION,
+            version=KARPENTER.version,
             opts=pulumi.ResourceOptions(parent=self, provider=args.provider, depends_on=args.cluster_ready),
         )
         self.release = k8s.helm.v3.Release(
@@ -74,7 +75,7 @@ class Karpenter(pulumi.ComponentResource):
             name=RELEASE_NAME,
             namespace=NAMESPACE,
             chart=KARPENTER_CHART,
-            version=KARPENTER_VERSION,
+            version=KARPENTER.version,
             # The CRDs belong to the release above; two owners would fail on ownership metadata.
             skip_crds=True,
             values={
@@ -83,7 +84,8 @@ class Karpenter(pulumi.ComponentResource):
                     "interruptionQueue": queue.name,
                     # Static NodePools (spec.replicas) are how trn2 nodes come up at all: Karpenter
                     # does not provision for pods with DRA claims (FACTS.md, "Karpenter and DRA").
-                    # charts/karpenter/values.yaml@v1.14.1: settings.featureGates.staticCapacity.
+                    # settings.featureGates.staticCapacity: alpha, off by default, unchanged in 1.15.0
+                    # (aws/karpenter-provider-aws@d77d1a3 charts/karpenter/values.yaml, image tag 1.15.0).
                     "featureGates": {"staticCapacity": True},
                 },
                 "serviceAccount": {"annotations": controller.annotations},

@@ -9,8 +9,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from stackconfig.catalog import EKS_ADDON_VERSIONS, InstanceShape
+from stackconfig.catalog import InstanceShape
 
+from .addons import addon_version
 from .handle import ClusterHandle
 from .iam import deny_insecure_transport, policy_document
 from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
@@ -20,6 +21,7 @@ from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
 # awslabs/mountpoint-s3-csi-driver@v2.1.0 docs/CONFIGURATION.md and
 # pkg/driver/node/credentialprovider/provider_driver.go); the add-on cannot rename it.
 CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
+DRIVER_ADDON = "aws-mountpoint-s3-csi-driver"
 CSI_NAMESPACE = "kube-system"
 # The PersistentVolumeClaim's name inside a pairing's namespace (namespaced, so one name serves all).
 CLAIM_NAME = "model-store"
@@ -107,8 +109,8 @@ class ModelStore(pulumi.ComponentResource):
         self.driver = aws.eks.Addon(
             f"{name}-csi",
             cluster_name=args.cluster_name,
-            addon_name="aws-mountpoint-s3-csi-driver",
-            addon_version=EKS_ADDON_VERSIONS[args.kubernetes_version]["aws-mountpoint-s3-csi-driver"],
+            addon_name=DRIVER_ADDON,
+            addon_version=addon_version(DRIVER_ADDON, args.kubernetes_version, self),
             # IRSA: the add-on annotates its service account. Pod Identity: the role's own
             # association, which must exist before the driver's pods start (they only receive
             # credentials at start), hence the dependency on the role below.

@@ -7,9 +7,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from stackconfig.catalog import device_group_for
+from stackconfig.versions import NEURON_HELM_CHART, NEURON_HELM_CHART_VERSION
 
-from .handle import NEURON_TOLERATION, ClusterHandle
-from .versions import NEURON_HELM_CHART, NEURON_HELM_CHART_VERSION
+from .handle import ClusterHandle
 
 # The chart renders its own Namespace (templates/dra-driver/dra-driver-namespace.yaml, named by
 # draDriver.namespaceOverride, default "neuron-dra-driver", no toggle) and puts the driver in it.
@@ -86,9 +86,14 @@ class NeuronDra(pulumi.ComponentResource):
             name="neuron-dra-driver",
             namespace=RELEASE_NAMESPACE,
             chart=NEURON_HELM_CHART,
-            version=NEURON_HELM_CHART_VERSION,
+            version=NEURON_HELM_CHART_VERSION.version,
             values={
-                "draDriver": {"enabled": True, "namespaceOverride": DRA_NAMESPACE, "tolerations": [NEURON_TOLERATION]},
+                # No tolerations here: the chart's default list (CriticalAddonsOnly, the Neuron taint
+                # the trn2 nodes carry, SageMaker's node-health taint) is replaced, not merged, by a
+                # value (templates/dra-driver/dra-driver-daemonset.yaml renders the list as given;
+                # aws-neuron/neuron-helm-charts values.yaml at chart 1.9.0, commit b77a6f9; 1.10.0's
+                # values could not be read; tests/test_capacity.py holds the 1.9.0 defaults).
+                "draDriver": {"enabled": True, "namespaceOverride": DRA_NAMESPACE},
                 # The device plugin defaults to on; beside the DRA driver it would hand the same
                 # devices out twice (FACTS.md).
                 "devicePlugin": {"enabled": False},

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from stackconfig.catalog import EKS_ADDON_VERSIONS
-
+from .addons import addon_version
 from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
 
 ADDON = "amazon-cloudwatch-observability"
@@ -68,7 +67,7 @@ class ClusterLogGroups(pulumi.ComponentResource):
 class ContainerInsightsArgs:
     cluster_name: str
     kubernetes_version: str
-    """Selects the add-on's pinned build (stackconfig/catalog.py EKS_ADDON_VERSIONS)."""
+    """Selects the add-on's build (stackconfig/versions.py EKS_ADDONS)."""
     identity: WorkloadIdentity
     cluster_ready: list[pulumi.Resource]
     log_groups: list[aws.cloudwatch.LogGroup]
@@ -94,7 +93,7 @@ class ContainerInsights(pulumi.ComponentResource):
             name,
             cluster_name=args.cluster_name,
             addon_name=ADDON,
-            addon_version=EKS_ADDON_VERSIONS[args.kubernetes_version][ADDON],
+            addon_version=addon_version(ADDON, args.kubernetes_version, self),
             # As for the Mountpoint driver (components/model_store.py): IRSA through the add-on's
             # service-account annotation; Pod Identity through the role's own association, made
             # before the agent's pods start.

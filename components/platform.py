@@ -7,6 +7,7 @@ import pulumi
 import pulumi_aws as aws
 
 from stackconfig import PlatformSpec
+from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION
 
 from .cluster import Cluster, ClusterArgs
 from .handle import ClusterHandle
@@ -66,7 +67,7 @@ def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provi
         cluster_ready=cluster.ready,
         tags=tags,
     ), opts=with_aws)
-    ContainerInsights("container-insights", ContainerInsightsArgs(
+    insights = ContainerInsights("container-insights", ContainerInsightsArgs(
         cluster_name=spec.cluster_name,
         kubernetes_version=spec.cluster.kubernetes_version,
         identity=cluster.identity,
@@ -83,5 +84,13 @@ def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provi
         node_role_name=karpenter.node_role_name,
         model_bucket=model_store.bucket_name,
         model_bucket_arn=model_store.bucket_arn,
+        versions={
+            "kubernetes": spec.cluster.kubernetes_version,
+            "supportType": spec.cluster.support_type,
+            "karpenter": KARPENTER.version,
+            "neuronHelmChart": NEURON_HELM_CHART_VERSION.version,
+            "addons": {**cluster.addon_versions, model_store.driver.addon_name: model_store.driver.addon_version,
+                       insights.addon.addon_name: insights.addon.addon_version},
+        },
         ready=(*cluster.ready, karpenter.crds, karpenter.release, neuron.release, model_store.driver),
     )

@@ -18,10 +18,14 @@ from stackconfig.model import MODEL_STORE_MOUNT_PATH, Variant
 from .engines import NODE_CACHE_MOUNT, VLLM_PORT, server
 from .handle import ClusterHandle
 from .neuron_dra import CLAIM_REQUEST
+
 SCRIPT_MOUNT = "/opt/sd-trn2"
-# Kept off the trn2 node's allocatable for kubelet, the DRA/CSI/CNI daemons and headroom.
-NODE_RESERVED_VCPUS = 8
-NODE_MEMORY_USABLE = 0.9
+# Left of the node's allocatable (as Karpenter models it: InstanceShape.allocatable_*) for the
+# DaemonSets every trn2 node runs: VPC CNI, kube-proxy, the Pod Identity agent, the Mountpoint
+# driver and its mount pods, the Neuron DRA driver, neuron-monitor, the CloudWatch agent and
+# Fluent Bit. An allowance of this project's choosing, not the sum of their requests (not read).
+DAEMONSET_CPU_MILLICORES = 2000
+DAEMONSET_MEMORY_MIB = 8 * 1024
 
 
 def endpoint(variant: Variant, namespace: str) -> str:
@@ -41,13 +45,14 @@ def startup_budget_seconds(variant: Variant) -> int:
 
 
 def resource_requests(variant: Variant, instance_type: str) -> dict[str, str]:
-    """The variant's share of the node, proportional to its devices, so the stack's variants
-    fit side by side on the nodes the NodePool brings up."""
+    """The variant's share of what the node offers pods, proportional to its devices, so the
+    stack's variants fit side by side on the nodes the NodePool brings up. From the allocatable
+    Karpenter models (its overhead, kube-reserved and eviction threshold), not the nominal memory."""
     shape = INSTANCE_SHAPES[instance_type]
     share = variant.devices / shape.neuron_devices
-    cpu = math.floor((shape.vcpus - NODE_RESERVED_VCPUS) * share)
-    memory = math.floor(shape.memory_gib * NODE_MEMORY_USABLE * share)
-    return {"cpu": str(cpu), "memory": f"{memory}Gi"}
+    cpu = math.floor((shape.allocatable_cpu_millicores - DAEMONSET_CPU_MILLICORES) * share / 1000)
+    memory = math.floor((shape.allocatable_memory_mib - DAEMONSET_MEMORY_MIB) * share)
+    return {"cpu": str(cpu), "memory": f"{memory}Mi"}
 
 
 def labels(variant: Variant) -> dict[str, str]:

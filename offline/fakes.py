@@ -26,7 +26,7 @@ from typing import Any, Callable, Literal
 ACCOUNT_ID = "123456789012"
 """botocore sts GetCallerIdentity example: "Account": "123456789012"."""
 
-SourceKind = Literal["sdk-doc", "botocore-example", "botocore-doc", "package-data"]
+SourceKind = Literal["sdk-doc", "botocore-example", "botocore-doc", "package-data", "recorded-response"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class Source:
       `quote` is the example value there, and it must match the row's pattern.
     - botocore-doc: `ref` is "service:Shape.member"; `quote` appears in its documentation.
     - package-data: `ref` is a file of an installed package ("moto:ec2/resources/..."); it exists.
+    - recorded-response: `ref` is "service:Operation:<file under offline/data>"; the file's
+      "response" validates against the operation's output shape in botocore, and its "about"
+      says where its values come from (`quote` appears there).
     """
 
     kind: SourceKind
@@ -120,7 +123,34 @@ def _offered_locations(c: Context) -> list[str]:
     return [o["Location"] for o in _offerings(c.region) if o["InstanceType"] in wanted]
 
 
+DATA_DIR = Path(__file__).parent / "data"
+
+
+@cache
+def recorded_response(filename: str) -> dict[str, Any]:
+    return json.loads((DATA_DIR / filename).read_text())
+
+
+def _addon_version(c: Context) -> str:
+    """What eks.get_addon_version answers, from a recorded DescribeAddonVersions response: the
+    first listed build compatible with the Kubernetes version whose compatibility is marked
+    default, or with mostRecent the first listed (terraform-provider-aws
+    internal/service/eks/addon_version_data_source.go findAddonVersionByTwoPartKey, which
+    pulumi-aws wraps)."""
+    version, name = c.inputs["kubernetesVersion"], c.inputs["addonName"]
+    document = recorded_response(ADDON_VERSIONS_DATA.format(version=version))
+    for addon in document["response"]["addons"]:
+        if addon["addonName"] != name:
+            continue
+        for index, info in enumerate(addon["addonVersions"]):
+            compatible = [x for x in info["compatibilities"] if x["clusterVersion"] == version]
+            if c.inputs.get("mostRecent") and index == 0 or any(x.get("defaultVersion") for x in compatible):
+                return info["addonVersion"]
+    raise KeyError(f"{ADDON_VERSIONS_DATA.format(version=version)} has no default {name} build for {version}")
+
+
 OFFERINGS_DATA = "ec2/resources/instance_type_offerings/availability-zone"
+ADDON_VERSIONS_DATA = "eks-describe-addon-versions-{version}.json"
 ROLE = "aws:iam/role:Role"
 QUEUE = "aws:sqs/queue:Queue"
 BUCKET = "aws:s3/bucket:Bucket"
@@ -209,6 +239,12 @@ FAKES: tuple[Fake, ...] = (
     Fake("aws:eks/getCluster:getCluster", "name", r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
          (Source("botocore-example", "eks:DescribeCluster:cluster.name", "devel"),),
          lambda c: c.inputs["name"], at_preview=True),
+    Fake("aws:eks/getAddonVersion:getAddonVersion", "version", r"^v\d+\.\d+\.\d+-eksbuild\.\d+$",
+         (Source("recorded-response", "eks:DescribeAddonVersions:" + ADDON_VERSIONS_DATA.format(version="1.35"),
+                 "Not a capture from an AWS account"),
+          Source("sdk-doc", "pulumi_aws.eks.GetAddonVersionResult.version", "Version of the EKS add-on."),
+          Source("botocore-doc", "eks:Compatibility.defaultVersion", "The supported default version.")),
+         _addon_version, at_preview=True),
     Fake("aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings", "locations", r"^{region}[a-z]$",
          (Source("package-data", f"moto:{OFFERINGS_DATA}/us-east-2.json.gz", "moto's snapshot of EC2 DescribeInstanceTypeOfferings"),
           Source("sdk-doc", "pulumi_aws.ec2.GetInstanceTypeOfferingsResult.locations", "List of locations.")),

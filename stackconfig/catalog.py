@@ -5,8 +5,8 @@ Model facts come from the Hugging Face model cards; instance facts from ../share
 """
 from __future__ import annotations
 
-import datetime
 import functools
+import math
 from dataclasses import dataclass
 from typing import Literal
 
@@ -64,28 +64,68 @@ MODELS: dict[str, ModelInfo] = {
 
 @dataclass(frozen=True)
 class InstanceShape:
-    """A Trainium2 instance type as the scheduler sees it."""
+    """A Trainium2 instance type as EC2 describes it (DescribeInstanceTypes, as in moto 5.2.5's
+    snapshot of that API, moto/ec2/resources/instance_types.json.gz; tests/test_catalog.py reads
+    each figure back from it) and as Karpenter and the scheduler see it."""
 
     neuron_devices: int
     vcpus: int
-    memory_gib: int
+    memory_mib: int
+    """MemoryInfo.SizeInMiB."""
     primary_network_gbps: int
     """Baseline bandwidth of network card 0, which carries the VPC CNI's pod traffic (S3 reads
-    included): EC2 DescribeInstanceTypes NetworkInfo.NetworkCards[0].BaselineBandwidthInGbps
-    (trn2.48xlarge: 16 cards of 200 Gbps, "16x 200 Gigabit"; trn2.3xlarge: 50 Gbps), as in moto
-    5.2.5's snapshot of that API (moto/ec2/resources/instance_types.json.gz)."""
+    included): NetworkInfo.NetworkCards[0].BaselineBandwidthInGbps (trn2.48xlarge: 16 cards of
+    200 Gbps, "16x 200 Gigabit"; trn2.3xlarge: 50 Gbps)."""
+    default_card_enis: int
+    """NetworkCards[DefaultNetworkCardIndex].MaximumNetworkInterfaces: the ENIs pods can use."""
+    ipv4_per_eni: int
+    """NetworkInfo.Ipv4AddressesPerInterface."""
     physical_cores_per_device: int = 8
     approx_hourly_usd: float | None = None
     """Approximate on-demand list price, for the plan summary and when `make preflight` cannot get
     the region's price from the Pricing API; check the EC2 pricing page for your region."""
 
+    @property
+    def max_pods(self) -> int:
+        """Pods per node as Karpenter computes them for AL2023 (ENI-limited pod density):
+        usable ENIs x (IPv4 addresses per ENI - 1) + 2 (aws/karpenter-provider-aws v1.14.1
+        pkg/providers/instancetype/types.go ENILimitedPods L485-505, unchanged on main at
+        1d927085; AL2023 takes DefaultFamily's SupportsENILimitedPodDensity, amifamily/resolver.go
+        L127-134)."""
+        return self.default_card_enis * (self.ipv4_per_eni - 1) + 2
+
+    @property
+    def allocatable_memory_mib(self) -> int:
+        """Memory Karpenter expects the node to offer pods before any such node has joined, with
+        its defaults (types.go at the same commits): capacity = SizeInMiB minus the VM overhead
+        ceil(SizeInMiB x 0.075) (memory() L356-366; --vm-memory-overhead-percent default 0.075,
+        pkg/operator/options/options.go L58), minus kube-reserved 11 x max pods + 255 MiB
+        (kubeReservedResources L522-552, with the ENI-limited pod count on AL2023) and the
+        eviction threshold memory.available 100Mi (evictionThreshold L554-574); no system-reserved."""
+        capacity = self.memory_mib - math.ceil(self.memory_mib * KARPENTER_VM_MEMORY_OVERHEAD)
+        return capacity - (11 * self.max_pods + 255) - 100
+
+    @property
+    def allocatable_cpu_millicores(self) -> int:
+        """vCPUs minus Karpenter's kube-reserved CPU: 6 % of the first core, 1 % of the second,
+        0.5 % of the third and fourth, 0.25 % of the rest (kubeReservedResources, as above)."""
+        steps = ((1, 60), (1, 10), (2, 5), (self.vcpus - 4, 2.5))
+        reserved = sum(cores * per_core for cores, per_core in steps)
+        return self.vcpus * 1000 - math.ceil(reserved)
+
+
+KARPENTER_VM_MEMORY_OVERHEAD = 0.075
+"""Karpenter's settings.vmMemoryOverheadPercent default (charts/karpenter/values.yaml at v1.14.1 and
+at 1.15.0). Once a node of a type has joined, Karpenter uses its real capacity instead
+(pkg/providers/instancetype/instancetype.go L228-230), which is at least this estimate's."""
 
 INSTANCE_SHAPES: dict[str, InstanceShape] = {
     # ~$35.76/h: the one figure found, from a third-party source for us-east-1 in 2026-02 (FACTS.md,
     # "Regions and capacity"); no AWS page was found, and Karpenter's us-east-1 table has no trn2.
-    "trn2.48xlarge": InstanceShape(neuron_devices=16, vcpus=192, memory_gib=2048, primary_network_gbps=200,
-                                   approx_hourly_usd=35.76),
-    "trn2.3xlarge": InstanceShape(neuron_devices=1, vcpus=12, memory_gib=128, primary_network_gbps=50),
+    "trn2.48xlarge": InstanceShape(neuron_devices=16, vcpus=192, memory_mib=2097152, primary_network_gbps=200,
+                                   default_card_enis=2, ipv4_per_eni=50, approx_hourly_usd=35.76),
+    "trn2.3xlarge": InstanceShape(neuron_devices=1, vcpus=12, memory_mib=131072, primary_network_gbps=50,
+                                  default_card_enis=2, ipv4_per_eni=15),
 }
 
 # The Neuron DRA driver exposes connected device groups of these sizes only
@@ -102,53 +142,10 @@ def device_group_for(devices: int) -> int:
 LOGICAL_NEURON_CORE_SIZES = (1, 2)
 SPECULATIVE_TOKENS_RANGE = (1, 15)
 MIN_KUBERNETES_VERSION = (1, 34)
-NEWEST_EKS_VERSION = (1, 36)
-"""The newest Kubernetes minor EKS offers as far as this program knows (EKS user guide version
-tables list 1.36 add-on builds; no evidence of 1.37 on EKS). A higher value is a typo."""
-
-# EKS add-on builds, per Kubernetes minor: a version is usable only once its builds are pinned
-# here. `make preflight` checks each against DescribeAddonVersions in the stack's region before
-# anything is created. Sources for 1.34 (EKS user guide version tables, read from stored copies;
-# the pages carry no dates):
-# - vpc-cni: "Amazon VPC CNI" table, 1.34 row (docs.amazonaws.cn/eks/latest/userguide/pod-networking.html)
-# - coredns: "Manage CoreDNS" table, 1.34 row (docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-coredns.md)
-# - kube-proxy: "Manage kube-proxy" table, 1.34 row (docs.aws.amazon.com/ja_jp/eks/latest/userguide/managing-kube-proxy.md)
-# - eks-pod-identity-agent: no AWS table exists; a public Terraform pin for 1.34 (unverified)
-# - aws-mountpoint-s3-csi-driver: v2.3.0-eksbuild.1 is quoted with its configuration schema in
-#   aws/containers-roadmap#2785 (2026-03); its 1.34 compatibility is not documented
-# - amazon-cloudwatch-observability: no AWS table; a public Terraform pin commented for 1.34
-#   (unverified). Its chart, aws-observability/helm-charts tag amazon-cloudwatch-observability-4.10.2
-#   (2026-03-19), runs neuron-monitor on trn2.48xlarge with enhanced Container Insights on.
-EKS_ADDON_VERSIONS: dict[str, dict[str, str]] = {
-    "1.34": {
-        "vpc-cni": "v1.20.4-eksbuild.1",
-        "coredns": "v1.13.2-eksbuild.11",
-        "kube-proxy": "v1.34.6-eksbuild.13",
-        "eks-pod-identity-agent": "v1.3.10-eksbuild.2",
-        "aws-mountpoint-s3-csi-driver": "v2.3.0-eksbuild.1",
-        "amazon-cloudwatch-observability": "v4.10.2-eksbuild.1",
-    },
-}
-
-
-@dataclass(frozen=True)
-class EksSupport:
-    """When EKS stops standard support for a Kubernetes version (it then bills extended support
-    per cluster-hour) and when extended support ends (EKS then supports the version no more)."""
-
-    standard_until: datetime.date
-    extended_until: datetime.date
-    source: str
-
-
-# `make preflight` warns as a stack's version nears standard_until and fails past extended_until.
-EKS_SUPPORT: dict[str, EksSupport] = {
-    "1.34": EksSupport(datetime.date(2026, 12, 2), datetime.date(2027, 12, 2),
-                       "awsdocs/amazon-eks-user-guide latest/ug/versioning/kubernetes-versions.adoc @0138560"),
-    "1.35": EksSupport(datetime.date(2027, 3, 27), datetime.date(2028, 3, 27),
-                       "standard: endoflife.date/amazon-eks (third party); extended: 12 months later, the extended "
-                       "support window (AWS containers blog, 'Amazon EKS extended support for Kubernetes versions pricing')"),
-}
+NEWEST_EKS_VERSION = (1, 37)
+"""The newest Kubernetes minor EKS offers as far as this program knows (awslabs/amazon-eks-ami
+release v20261023 adds 1.37 AMIs; Karpenter 1.15's compatibility table lists 1.37). A higher value
+is a typo; 1.36 and 1.37 are refused until their add-on builds are pinned."""
 
 WORKLOAD_IDENTITIES = ("irsa", "pod-identity")
 SUPPORT_TYPES = ("STANDARD", "EXTENDED")

@@ -23,7 +23,6 @@ from .catalog import (
     DASHBOARD_MAX_WIDGETS,
     DASHBOARD_WIDGETS_PER_TEST_CASE,
     DEFAULT_TEST_CASES,
-    EKS_ADDON_VERSIONS,
     KARPENTER_RESERVED_TAGS,
     NEWEST_EKS_VERSION,
     TAG_KEY_MAX,
@@ -58,6 +57,7 @@ from .engines import (
     neuron_config_fields,
 )
 from .naming import name_problems, stack_slug
+from .versions import AMI_ALIASES, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS
 
 HUGGING_FACE_TOKEN_KEY = "huggingFaceToken"
 
@@ -229,7 +229,8 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
                 top.problem(key, f"belongs to the platform stack {reference}; set it there")
     else:
         platform = _parse_platform(top, project, stack, region, raw, tags)
-    capacity = _parse_capacity(_Section("capacity", raw.get("capacity"), problems, CAPACITY_KEYS))
+    kubernetes_version = platform.cluster.kubernetes_version if platform else DEFAULT_KUBERNETES_VERSION
+    capacity = _parse_capacity(_Section("capacity", raw.get("capacity"), problems, CAPACITY_KEYS), kubernetes_version)
     if platform is not None:
         _check_against_platform(top, region, capacity, platform, reference)
     models = _declared_models(top)
@@ -438,15 +439,15 @@ def _vpc_cidr(value: str) -> str | None:
 
 
 def _parse_cluster(s: _Section, region: str) -> ClusterSettings:
-    version = s.string("kubernetesVersion", "1.34", pattern=re.compile(r"^1\.\d+$"), hint='a "1.N" version')
+    version = s.string("kubernetesVersion", DEFAULT_KUBERNETES_VERSION, pattern=re.compile(r"^1\.\d+$"), hint='a "1.N" version')
     minor = tuple(int(p) for p in version.split(".")) if version else None
     if minor and minor < MIN_KUBERNETES_VERSION:
         s.problem("kubernetesVersion", f"{version} is below 1.34, the first version the Neuron DRA driver supports")
     elif minor and minor > NEWEST_EKS_VERSION:
         s.problem("kubernetesVersion", f"{version} is above {'.'.join(map(str, NEWEST_EKS_VERSION))}, the newest EKS version this program knows")
-    elif version and version not in EKS_ADDON_VERSIONS:
-        s.problem("kubernetesVersion", f"no EKS add-on builds are pinned for {version} (stackconfig/catalog.py EKS_ADDON_VERSIONS; "
-                                       f"pinned: {', '.join(EKS_ADDON_VERSIONS)}); `aws eks describe-addon-versions --kubernetes-version {version}` lists them")
+    elif version and version not in EKS_ADDONS:
+        s.problem("kubernetesVersion", f"no EKS add-on builds are pinned for {version} (stackconfig/versions.py EKS_ADDONS; "
+                                       f"pinned: {', '.join(EKS_ADDONS)}); `aws eks describe-addon-versions --kubernetes-version {version}` lists them")
     zones = s.listing("availabilityZones", [])
     for index, zone in enumerate(zones or []):
         if not isinstance(zone, str) or not _AVAILABILITY_ZONE.match(zone) or (region and not zone.startswith(region)):
@@ -472,7 +473,9 @@ def _parse_cluster(s: _Section, region: str) -> ClusterSettings:
     )
 
 
-def _parse_capacity(s: _Section) -> CapacitySettings:
+def _parse_capacity(s: _Section, kubernetes_version: str) -> CapacitySettings:
+    """The pairing's trn2 capacity. The AMI alias defaults to the release pinned for the cluster's
+    Kubernetes version (stackconfig/versions.py AMI_ALIASES)."""
     instance_type = s.string("instanceType", "trn2.48xlarge", choices=tuple(INSTANCE_SHAPES))
     capacity_type = s.string("capacityType", "on-demand", choices=CAPACITY_TYPES)
     reservations = s.listing("reservationIds", [])
@@ -487,7 +490,8 @@ def _parse_capacity(s: _Section) -> CapacitySettings:
         instance_type=instance_type or "trn2.48xlarge",
         capacity_type=capacity_type or "on-demand",
         reservation_ids=tuple(reservations or ()),
-        ami_alias=s.string("amiAlias", "al2023@v20260828", pattern=_AMI_ALIAS, hint="al2023@vYYYYMMDD, pinned (not @latest)"),
+        ami_alias=s.string("amiAlias", AMI_ALIASES.get(kubernetes_version, AMI_ALIASES[DEFAULT_KUBERNETES_VERSION]).version,
+                           pattern=_AMI_ALIAS, hint="al2023@vYYYYMMDD, pinned (not @latest)"),
         root_volume_gib=s.integer("rootVolumeGiB", 200, low=100, high=2000),
     )
 

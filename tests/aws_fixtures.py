@@ -69,13 +69,14 @@ def block_offering(oid: str, zone: str, start: datetime, hours: int, fee: str) -
 
 # --- EKS DescribeAddonVersions (AddonInfo / AddonVersionInfo shapes) ---------------------------
 
-def addon(name: str, builds: list[str], cluster_version: str = "1.34") -> dict:
+def addon(name: str, builds: list[tuple[str, bool]], cluster_version: str) -> dict:
+    """One add-on's builds, newest first as the API lists them: (build, defaultVersion)."""
     return {"addonName": name, "type": "networking", "owner": "aws", "publisher": "eks",
             "addonVersions": [{"addonVersion": build, "architecture": ["amd64", "arm64"], "computeTypes": ["ec2"],
                                "compatibilities": [{"clusterVersion": cluster_version, "platformVersions": ["*"],
-                                                    "defaultVersion": index == 0}],
+                                                    "defaultVersion": default}],
                                "requiresConfiguration": False, "requiresIamPermissions": False}
-                              for index, build in enumerate(builds)]}
+                              for build, default in builds]}
 
 
 # --- Pricing GetProducts: PriceList entries ------------------------------------------------------

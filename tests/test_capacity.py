@@ -1,6 +1,8 @@
 """Karpenter, the static trn2 NodePool, the Neuron DRA driver and its claim templates."""
 import json
 
+from pathlib import Path
+
 import pytest
 
 from offline.stacks import load_stack, run_stack
@@ -65,7 +67,7 @@ def test_interruption_queue_is_encrypted_tls_only_and_fed_by_eventbridge(recordi
 def test_karpenter_helm_values(recording, spec):
     release = recording.one("kubernetes:helm.sh/v3:Release", "karpenter")
     inputs = release.inputs
-    assert (inputs["name"], inputs["namespace"], inputs["version"]) == ("karpenter", "kube-system", "1.14.1")
+    assert (inputs["name"], inputs["namespace"], inputs["version"]) == ("karpenter", "kube-system", "1.15.0")
     assert inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter"
     values = inputs["values"]
     assert values["settings"]["clusterName"] == spec.cluster_name
@@ -140,7 +142,20 @@ def test_neuron_dra_driver_release(recording):
     values = inputs["values"]
     assert values["draDriver"]["enabled"] is True and values["devicePlugin"]["enabled"] is False
     assert values["npd"]["enabled"] is False and values["scheduler"]["enabled"] is False
-    assert {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"} in values["draDriver"]["tolerations"]
+    assert "tolerations" not in values["draDriver"]
+
+
+def test_the_dra_driver_keeps_the_charts_tolerations_which_tolerate_the_trn2_taint(recording):
+    """A tolerations value would replace the chart's three defaults (the earlier override kept one),
+    so none is given; the defaults tolerate the taint the trn2 nodes carry. Read from the chart's
+    values at 1.9.0 (tests/data); the pinned 1.10.0's could not be read."""
+    import yaml
+
+    defaults = yaml.safe_load((Path(__file__).parent / "data" / "neuron-helm-chart-1.9.0-dra-tolerations.yaml").read_text())
+    taint = recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs["spec"]["template"]["spec"]["taints"][0]
+    tolerating = [t for t in defaults["draDriver"]["tolerations"] if t["key"] == taint["key"]
+                  and t.get("effect") in (None, taint["effect"]) and t["operator"] == "Exists"]
+    assert len(tolerating) == 1 and len(defaults["draDriver"]["tolerations"]) == 3
 
 
 def test_exactly_one_thing_creates_the_dra_driver_namespace(recording):
@@ -163,7 +178,7 @@ def test_karpenter_crds_come_from_their_own_chart(recording):
     controller = recording.one("kubernetes:helm.sh/v3:Release", "karpenter")
     assert crds.inputs["chart"] == "oci://public.ecr.aws/karpenter/karpenter-crd"
     assert (crds.inputs["name"], crds.inputs["namespace"]) == ("karpenter-crd", "kube-system")
-    assert crds.inputs["version"] == controller.inputs["version"] == "1.14.1"
+    assert crds.inputs["version"] == controller.inputs["version"] == "1.15.0"
     assert controller.inputs["skipCrds"] is True and not crds.inputs.get("skipCrds")
     assert crds.urn in controller.dependencies
     for kind in ("kubernetes:karpenter.sh/v1:NodePool", "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"):

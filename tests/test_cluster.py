@@ -2,6 +2,8 @@
 import ipaddress
 import json
 
+import pytest
+
 
 def test_cluster_version_auth_and_oidc(recording, spec):
     cluster = recording.one("eks:index:Cluster")
@@ -84,20 +86,66 @@ def registered_addons(recording) -> dict[str, str]:
     return addons
 
 
-def test_preflight_checks_exactly_the_addons_the_program_installs(recording, spec):
-    from components.versions import eks_addons
+def eks_default(addon: str, kubernetes_version: str) -> str:
+    """What the offline engine answers for EKS's default build: the recorded DescribeAddonVersions
+    response (offline/data), read here independently of the fake's own selection."""
+    from offline.fakes import ADDON_VERSIONS_DATA, recorded_response
 
-    assert registered_addons(recording) == eks_addons(spec.cluster.kubernetes_version, spec.cluster.workload_identity)
+    document = recorded_response(ADDON_VERSIONS_DATA.format(version=kubernetes_version))
+    (entry,) = [a for a in document["response"]["addons"] if a["addonName"] == addon]
+    (build,) = [v["addonVersion"] for v in entry["addonVersions"]
+                if {"clusterVersion": kubernetes_version, "platformVersions": ["*"], "defaultVersion": True} in v["compatibilities"]]
+    return build
+
+
+def test_each_addon_installed_is_its_pin_or_the_eks_default_and_preflight_checks_the_same(recording, spec):
+    from stackconfig.versions import stack_addons
+
+    k8s = spec.cluster.kubernetes_version
+    pins = stack_addons(k8s, spec.cluster.workload_identity)
+    expected = {name: pin.build or eks_default(name, k8s) for name, pin in pins.items()}
+    assert registered_addons(recording) == expected
+    assert recording.stack_outputs["versions"]["addons"] == expected
+    assert expected["kube-proxy"].startswith(f"v{k8s}.")
+    assert any(pin.build is None for pin in pins.values()) == (k8s == "1.35")
+
+
+def test_the_versions_output_says_what_the_platform_runs(recording, spec):
+    from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION
+
+    versions = recording.stack_outputs["versions"]
+    assert {k: v for k, v in versions.items() if k != "addons"} == {
+        "kubernetes": spec.cluster.kubernetes_version, "supportType": spec.cluster.support_type,
+        "karpenter": KARPENTER.version, "neuronHelmChart": NEURON_HELM_CHART_VERSION.version}
+
+
+def test_kube_proxy_minor_is_the_clusters_for_every_pinned_kubernetes_version():
+    """Whether pinned or EKS's default (the recorded response stands in for EKS offline)."""
+    from stackconfig.versions import EKS_ADDONS
+
+    for k8s, pins in EKS_ADDONS.items():
+        build = pins["kube-proxy"].build or eks_default("kube-proxy", k8s)
+        assert build.startswith(f"v{k8s}."), (k8s, build)
+
+
+def test_an_eks_default_that_breaks_a_requirement_is_refused_before_it_is_installed():
+    import pulumi
+
+    from components.addons import checked_build
+
+    assert checked_build("aws-mountpoint-s3-csi-driver", "1.35", "v2.4.0-eksbuild.1") == "v2.4.0-eksbuild.1"
+    with pytest.raises(pulumi.RunError, match="aws-mountpoint-s3-csi-driver build for Kubernetes 1.35 is v1.15.0-eksbuild.1"):
+        checked_build("aws-mountpoint-s3-csi-driver", "1.35", "v1.15.0-eksbuild.1")
+    with pytest.raises(pulumi.RunError, match="needs v1.35"):
+        checked_build("kube-proxy", "1.35", "v1.34.6-eksbuild.2")
 
 
 def test_container_insights_publishes_neuron_metrics_with_the_documented_agent_role(recording, spec):
     """The add-on whose neuron-monitor and agent produce the node_neuroncore_* metrics the
     benchmark reads: its pinned build, after the system nodes, with a role that carries only
     the managed policy AWS documents for it, bound to the agent's service account."""
-    from components.versions import eks_addons
-
     (addon,) = [a for a in recording.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "amazon-cloudwatch-observability"]
-    assert addon.inputs["addonVersion"] == eks_addons(spec.cluster.kubernetes_version, "irsa")["amazon-cloudwatch-observability"]
+    assert addon.inputs["addonVersion"] == recording.stack_outputs["versions"]["addons"]["amazon-cloudwatch-observability"]
     assert recording.depends_on(addon, recording.one("eks:index:ManagedNodeGroup"))
     role_component = recording.one("sdtrn2:iam:WorkloadRole", "container-insights-agent")
     role = [r for r in recording.of_type("aws:iam/role:Role") if r.parent == role_component.urn][0]

@@ -62,6 +62,17 @@ def botocore_doc(ref: str) -> str:
     return normalized(botocore_model(service, "service-2.json")["shapes"][shape]["members"][member]["documentation"])
 
 
+def assert_valid_response(service: str, operation: str, response: dict) -> None:
+    """The response fits the operation's output shape in the installed botocore, as Stubber checks
+    what it is given (botocore.stub validates with ParamValidator)."""
+    from botocore.session import get_session
+    from botocore.validate import ParamValidator
+
+    shape = get_session().get_service_model(service).operation_model(operation).output_shape
+    report = ParamValidator().validate(response, shape)
+    assert not report.has_errors(), report.generate_report()
+
+
 def pattern(fake: fakes.Fake) -> str:
     return fake.pattern.replace("{region}", re.escape(SAMPLE["region"])).replace("{account}", SAMPLE["account"])
 
@@ -73,6 +84,7 @@ def sample_inputs(fake: fakes.Fake) -> dict:
         fakes.QUEUE: {"name": "sd-qwen3-32b-qwen3-1-7b-a5a34f"},
         fakes.EKS: {"name": "sd-platform", "createOidcProvider": True},
         "aws:eks/getCluster:getCluster": {"name": "sd-platform"},
+        "aws:eks/getAddonVersion:getAddonVersion": {"addonName": "vpc-cni", "kubernetesVersion": "1.35"},
         "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             {"filters": [{"name": "instance-type", "values": ["trn2.48xlarge"]}], "locationType": "availability-zone"},
     }.get(fake.token, {})
@@ -89,6 +101,11 @@ def test_each_source_says_what_the_row_quotes(fake):
         elif source.kind == "botocore-example":
             example = botocore_example(source.ref)
             assert example == source.quote, source
+        elif source.kind == "recorded-response":
+            service, operation, filename = source.ref.split(":")
+            document = fakes.recorded_response(filename)
+            assert source.quote in document["about"], source
+            assert_valid_response(service, operation, document["response"])
         else:
             package, path = source.ref.split(":")
             assert (Path(importlib.import_module(package).__file__).parent / path).exists(), source
@@ -136,6 +153,18 @@ def test_preview_knows_autonames_and_invokes_but_no_create_time_value():
         assert resource_id == ""
         top = fake.output.split(".")[0]
         assert (top in outputs) == (fake.at_preview or top in sample_inputs(fake)), fake.output
+
+
+def test_the_addon_version_fake_answers_the_default_not_the_newest_as_the_provider_does():
+    """pulumi-aws's get_addon_version without mostRecent returns the build marked default for the
+    Kubernetes version; with it, the first listed (terraform-provider-aws addon_version_data_source.go
+    findAddonVersionByTwoPartKey). The recorded response lists a newer non-default build first."""
+    token = "aws:eks/getAddonVersion:getAddonVersion"
+    ask = {"addonName": "vpc-cni", "kubernetesVersion": "1.35"}
+    assert fakes.answer(token, "", ask, "us-east-2", preview=False)["version"] == "v1.21.1-eksbuild.1"
+    assert fakes.answer(token, "", {**ask, "mostRecent": True}, "us-east-2", preview=False)["version"] == "v1.22.4-eksbuild.3"
+    with pytest.raises(KeyError, match="no default coredns build"):
+        fakes.answer(token, "", {**ask, "addonName": "coredns"}, "us-east-2", preview=False)
 
 
 def test_an_invoke_without_a_fake_is_refused_not_answered_with_nothing():

@@ -171,9 +171,12 @@ def test_role_permissions_are_the_same_in_both_modes(stack):
 
 
 def test_preflight_checks_the_pod_identity_agent_when_it_is_installed(stack):
-    from components.versions import eks_addons
+    from stackconfig.versions import stack_addons
 
     from .test_cluster import registered_addons
 
-    assert registered_addons(pod_identity(stack)) == eks_addons("1.34", "pod-identity")
-    assert "eks-pod-identity-agent" in eks_addons("1.34", "pod-identity") and "eks-pod-identity-agent" not in eks_addons("1.34", "irsa")
+    recording = pod_identity(stack)
+    version = recording.stack_outputs["versions"]["kubernetes"]
+    assert set(registered_addons(recording)) == set(stack_addons(version, "pod-identity"))
+    assert "eks-pod-identity-agent" in stack_addons(version, "pod-identity")
+    assert "eks-pod-identity-agent" not in stack_addons(version, "irsa")

@@ -1,6 +1,6 @@
-"""The Karpenter controller policy equals the upstream v1.14.1 statements, statement by statement.
+"""The Karpenter controller policy equals the upstream v1.15.0 statements, statement by statement.
 
-tests/data/karpenter-v1.14.1-controller-policy.json holds those statements (source commit and
+tests/data/karpenter-v1.15.0-controller-policy.json holds those statements (source commit and
 path inside), with CloudFormation placeholders; they are filled in with the plan's own values
 and compared with what the program renders. A deviation passes only if
 components.karpenter_policy.DEVIATIONS names it with a reason.
@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from components.karpenter_policy import DEVIATIONS
+from stackconfig.versions import KARPENTER
 
 from .helpers import role_documents
 
-UPSTREAM = json.loads((Path(__file__).parent / "data" / "karpenter-v1.14.1-controller-policy.json").read_text())
+UPSTREAM = json.loads((Path(__file__).parent / "data" / f"karpenter-v{KARPENTER.version}-controller-policy.json").read_text())
 # Sids whose Resource must be "*": their actions have no resource type in the Service
 # Authorization Reference; scoped to an ARN they are never granted (FACTS.md, "Karpenter v1").
 UNSCOPED_ONLY = {"AllowUnscopedInstanceProfileListAction": "iam:ListInstanceProfiles",
@@ -62,6 +63,18 @@ def test_controller_policy_matches_upstream_statement_by_statement(recording, up
     differing = sorted(sid for sid in set(ours) | set(upstream) if ours.get(sid) != upstream.get(sid))
     assert differing == sorted(DEVIATIONS), {sid: (ours.get(sid), upstream.get(sid)) for sid in differing}
     assert len(upstream) == 18
+
+
+def test_the_one_deviation_only_leaves_out_rebooting(recording, upstream):
+    """Least privilege: v1.15 adds ec2:RebootInstances for node repair by reboot, which only the
+    RebootForRepair AWS feature gate uses (charts/karpenter/values.yaml at 1.15.0); this program
+    does not enable it, so the statement is upstream's without that action."""
+    _, policy = role_documents(recording, "karpenter-controller")
+    (ours,) = [normalized(s) for s in policy["Statement"] if s["Sid"] == "AllowScopedDeletion"]
+    theirs = upstream["AllowScopedDeletion"]
+    assert ours == {**theirs, "Action": [a for a in theirs["Action"] if a != "ec2:RebootInstances"]}
+    assert "ec2:RebootInstances" in theirs["Action"]
+    assert UPSTREAM["source"]["tag"] == f"v{KARPENTER.version}"
 
 
 @pytest.mark.parametrize("sid, action", sorted(UNSCOPED_ONLY.items()))

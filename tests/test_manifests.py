@@ -1,23 +1,34 @@
-"""Every Kubernetes object the program sends validates against its schema.
+"""Every Kubernetes object the program sends validates against its schema, as the API server would.
 
-Core and resource.k8s.io/v1 objects: Kubernetes 1.34 schemas, strict (kubernetes-validate).
-Karpenter objects: the v1.14.1 CRD schemas in ../shared/schemas, made strict here (unknown
-fields rejected), since the API server would silently prune a misspelled field.
+Core and resource.k8s.io/v1 objects: the Kubernetes 1.34 schemas (the oldest version a stack may
+run), strict (kubernetes-validate).
+
+Karpenter objects: the NodePool and EC2NodeClass CRDs of aws/karpenter-provider-aws at tag v1.14.1
+(commit bde00654, pkg/apis/crds/), vendored in tests/data/karpenter-crds-v1.14.1/, made strict
+here (unknown fields rejected: the API server would silently prune a misspelled one), and their
+x-kubernetes-validations CEL rules evaluated on every object (the API server evaluates them on
+create; a JSON-schema check alone does not). The program pins Karpenter 1.15.0, whose CRD files
+could not be read here; the changes to these two CRDs seen on Karpenter's main branch after
+v1.14.1 (EC2NodeClass spec.kubelet became a pass-through object; one more restricted NodePool
+label, karpenter.k8s.aws/nitro-sandbox) touch no field the program sets, and 1.15's documented
+addition (EC2NodeClass enclaveOptions) is optional.
 """
 from __future__ import annotations
 
 import copy
+import re
 from functools import lru_cache
+from pathlib import Path
 
+import celpy
 import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
-
-from offline.stacks import ROOT
+from celpy import celtypes
 
 KUBERNETES_VERSION = "1.34.0"
-CRD_DIR = ROOT.parent / "shared" / "schemas" / "karpenter-v1.14.1"
+CRD_DIR = Path(__file__).parent / "data" / "karpenter-crds-v1.14.1"
 CRD_FILES = {
     ("karpenter.sh/v1", "NodePool"): "karpenter.sh_nodepools.yaml",
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): "karpenter.k8s.aws_ec2nodeclasses.yaml",
@@ -39,32 +50,85 @@ def strict(schema):
 
 @lru_cache(maxsize=None)
 def crd_schema(api_version: str, kind: str) -> dict:
-    path = CRD_DIR / CRD_FILES[(api_version, kind)]
-    crd = yaml.safe_load(path.read_text())
+    """The served version's openAPIV3Schema, as the CRD declares it."""
+    crd = yaml.safe_load((CRD_DIR / CRD_FILES[(api_version, kind)]).read_text())
     version = api_version.split("/")[1]
     (entry,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
-    schema = strict(copy.deepcopy(entry["schema"]["openAPIV3Schema"]))
+    return entry["schema"]["openAPIV3Schema"]
+
+
+@lru_cache(maxsize=None)
+def strict_schema(api_version: str, kind: str) -> dict:
+    schema = strict(copy.deepcopy(crd_schema(api_version, kind)))
     schema["properties"]["metadata"] = {"type": "object"}
     return schema
+
+
+# --- CEL, as the API server evaluates x-kubernetes-validations ------------------------------------
+# The rules use CEL's standard macros and two Kubernetes library functions, which cel-python lacks:
+# string.find(regex), the first match or "" (Kubernetes CEL regex library), and
+# string.split(separator) (Kubernetes CEL strings extension), per the Kubernetes documentation
+# "CEL in Kubernetes".
+
+def _find(text, regex):
+    match = re.search(str(regex), str(text))
+    return celtypes.StringType(match.group(0) if match else "")
+
+
+def _split(text, separator):
+    return celtypes.ListType([celtypes.StringType(part) for part in str(text).split(str(separator))])
+
+
+CEL = celpy.Environment()
+KUBERNETES_FUNCTIONS = {"find": _find, "split": _split}
+
+
+@lru_cache(maxsize=None)
+def cel_program(rule: str):
+    return CEL.program(CEL.compile(rule), functions=KUBERNETES_FUNCTIONS)
+
+
+def cel_rules(schema: dict, value, path: str = "self") -> list[tuple[str, dict, object]]:
+    """(path, rule, value at that path) for every x-kubernetes-validations rule whose node the
+    object has, as the API server binds `self` to the value at the rule's node."""
+    found = [(path, rule, value) for rule in schema.get("x-kubernetes-validations", [])]
+    properties = schema.get("properties") or {}
+    if isinstance(value, dict):
+        for key, item in value.items():
+            child = properties.get(key) or (schema.get("additionalProperties") if isinstance(schema.get("additionalProperties"), dict) else None)
+            if child:
+                found += cel_rules(child, item, f"{path}.{key}")
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            found += cel_rules(schema["items"], item, f"{path}[{index}]")
+    return found
+
+
+def failed_cel_rules(obj: dict) -> list[str]:
+    """The rules an object breaks on create. Transition rules (those reading oldSelf) apply to
+    updates only and are left out, as the API server leaves them out on create."""
+    schema = crd_schema(obj["apiVersion"], obj["kind"])
+    failed = []
+    for path, rule, value in cel_rules(schema, obj):
+        if "oldSelf" in rule["rule"]:
+            continue
+        if not bool(cel_program(rule["rule"]).evaluate({"self": celpy.json_to_cel(value)})):
+            failed.append(f"{path}: {rule.get('message') or rule['rule']}")
+    return failed
 
 
 def test_every_object_validates(recording):
     objects = [r.inputs for r in recording.kubernetes_objects()]
     assert objects
-    checked = 0
     for obj in objects:
         key = (obj["apiVersion"], obj["kind"])
         if key in CRD_FILES:
-            if not CRD_DIR.exists():
-                continue
-            jsonschema.validate(obj, crd_schema(*key))
+            jsonschema.validate(obj, strict_schema(*key))
+            assert failed_cel_rules(obj) == [], obj["metadata"]
         else:
             kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
-        checked += 1
-    assert checked == len(objects) or not CRD_DIR.exists()
 
 
-@pytest.mark.skipif(not CRD_DIR.exists(), reason=f"Karpenter CRD schemas not found at {CRD_DIR} (CI always has them)")
 def test_karpenter_objects_are_checked_against_the_crds(recording):
     kinds = {(o.inputs["apiVersion"], o.inputs["kind"]) for o in recording.kubernetes_objects()}
     assert set(CRD_FILES) <= kinds
@@ -72,7 +136,36 @@ def test_karpenter_objects_are_checked_against_the_crds(recording):
     pool = copy.deepcopy(recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs)
     pool["spec"]["replicaz"] = 1
     with pytest.raises(jsonschema.ValidationError):
-        jsonschema.validate(pool, crd_schema("karpenter.sh/v1", "NodePool"))
+        jsonschema.validate(pool, strict_schema("karpenter.sh/v1", "NodePool"))
+
+
+def test_every_cel_rule_on_the_objects_is_evaluated_and_can_fail(recording):
+    """The rules that apply to what the program sends do run, and each kind of object breaks one
+    when it should: a static NodePool limited by CPU (replicas allow only a node limit), an
+    EC2NodeClass tagging what Karpenter reserves, an AMI alias of an unknown family."""
+    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs
+    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs
+    assert len(cel_rules(crd_schema("karpenter.sh/v1", "NodePool"), pool)) >= 15
+    assert len(cel_rules(crd_schema("karpenter.k8s.aws/v1", "EC2NodeClass"), node_class)) >= 30
+    limited = copy.deepcopy(pool)
+    limited["spec"]["limits"] = {"cpu": "1000"}
+    assert failed_cel_rules(limited) == ["self.spec: only 'limits.nodes' is supported on static NodePools"]
+    tagged = copy.deepcopy(node_class)
+    tagged["spec"]["tags"]["karpenter.sh/nodepool"] = "mine"
+    assert failed_cel_rules(tagged) == ["self.spec.tags: tag contains a restricted tag matching karpenter.sh/nodepool"]
+    aliased = copy.deepcopy(node_class)
+    aliased["spec"]["amiSelectorTerms"] = [{"alias": "ubuntu@v20260714"}]
+    assert [f.split(":")[0] for f in failed_cel_rules(aliased)] == ["self.spec.amiSelectorTerms[0].alias"]
+
+
+def test_the_vendored_crds_are_the_tag_they_say():
+    """tests/data/karpenter-crds-v1.14.1 holds the CRDs as published at v1.14.1: their own
+    annotation names the controller-gen version of that release, and the static-capacity field the
+    program relies on (spec.replicas) is in the NodePool schema."""
+    for filename in CRD_FILES.values():
+        crd = yaml.safe_load((CRD_DIR / filename).read_text())
+        assert crd["metadata"]["annotations"]["controller-gen.kubebuilder.io/version"]
+    assert "replicas" in crd_schema("karpenter.sh/v1", "NodePool")["properties"]["spec"]["properties"]
 
 
 def test_core_validation_rejects_a_bad_object(recording):

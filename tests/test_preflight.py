@@ -24,9 +24,11 @@ from moto.ssm.models import Parameter, ssm_backends
 from offline.stacks import ROOT, load_stack
 from stackconfig import StackSpec
 from tools.preflight import account, capacity, clis, cost, hub, platform, run
+from stackconfig.versions import stack_addons
 from tools.preflight.estimate import run_estimate
 
 from . import fake_clis
+from .test_cluster import eks_default
 from .aws_fixtures import (
     NOW,
     addon,
@@ -43,6 +45,7 @@ from .aws_fixtures import (
 QWEN = "qwen3-32b-qwen3-1.7b"          # 1 node, no gated model
 PLATFORM, SHARED = "platform", "qwen3-32b-qwen3-1.7b-shared"  # the same pairing on the platform
 LLAMA = "llama3.1-8b-llama3.2-1b"      # gated target and draft
+ON_1_34 = {"sd-trn2:cluster": {"kubernetesVersion": "1.34"}}
 RESERVED = {"sd-trn2:capacity": {"capacityType": "reserved", "reservationIds": ["cr-0123456789abcdef0"]},
             "sd-trn2:cluster": {"availabilityZones": ["us-east-2a", "us-east-2b"]}}
 
@@ -307,8 +310,10 @@ def test_capacity_block_durations_cover_the_run_in_whole_days_up_to_fourteen():
 # --- AMI (moto SSM) ----------------------------------------------------------------------------------
 
 def test_the_ami_parameter_is_the_one_karpenter_reads():
-    assert platform.ami_parameter(spec_of()) == ("/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/neuron/"
-                                                 "amazon-eks-node-al2023-x86_64-neuron-1.34-v20260828/image_id")
+    assert platform.ami_parameter(spec_of()) == ("/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/neuron/"
+                                                 "amazon-eks-node-al2023-x86_64-neuron-1.35-v20260714/image_id")
+    assert platform.ami_parameter(spec_of(**ON_1_34)) == ("/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/neuron/"
+                                                          "amazon-eks-node-al2023-x86_64-neuron-1.34-v20260714/image_id")
 
 
 def test_ami_passes_when_the_public_parameter_exists(moto_endpoint):
@@ -328,64 +333,118 @@ def test_ami_fails_when_the_alias_has_no_parameter(moto_endpoint):
 
 # --- EKS add-ons (Stubber) --------------------------------------------------------------------------
 
-def addons_answer(spec, builds: dict[str, list[str]]):
+def addons_answer(spec, answers: dict[str, list[tuple[str, bool]]], deployed: dict[str, str] | None = None):
+    """DescribeAddonVersions per add-on the stack installs: (build, default for the version), newest first."""
     eks, stub = stubbed("eks")
-    for name in platform.eks_addons(spec.cluster.kubernetes_version, spec.cluster.workload_identity):
-        stub.add_response("describe_addon_versions", {"addons": [addon(name, builds[name])]},
-                          {"addonName": name, "kubernetesVersion": "1.34"})
+    k8s = spec.cluster.kubernetes_version
+    for name in stack_addons(k8s, spec.cluster.workload_identity):
+        stub.add_response("describe_addon_versions", {"addons": [addon(name, answers[name], k8s)]},
+                          {"addonName": name, "kubernetesVersion": k8s})
     with stub:
-        result = platform.check_addons(spec, eks)
+        result = platform.check_addons(spec, eks, deployed)
     stub.assert_no_pending_responses()
     return result
 
 
-def test_addons_pass_when_every_pinned_build_is_offered():
+def offered_as_planned(spec) -> dict[str, list[tuple[str, bool]]]:
+    """EKS offering each pin as its default, and for an EKS-default add-on a newer build too."""
+    pins = stack_addons(spec.cluster.kubernetes_version, spec.cluster.workload_identity)
+    return {name: [(f"v2.99.0-eksbuild.1" if name == "aws-mountpoint-s3-csi-driver" else "v9.9.9-eksbuild.1", False),
+                   (pin.build or eks_default(name, spec.cluster.kubernetes_version), True)]
+            for name, pin in pins.items()}
+
+
+def test_addons_pass_with_each_pin_offered_and_each_default_named():
     spec = spec_of()
-    pinned = platform.eks_addons(spec.cluster.kubernetes_version, spec.cluster.workload_identity)
-    result = addons_answer(spec, {name: ["v9.9.9-eksbuild.1", build] for name, build in pinned.items()})
-    assert result.status == "PASS" and "aws-mountpoint-s3-csi-driver" in result.found
+    result = addons_answer(spec, offered_as_planned(spec))
+    assert result.status == "PASS", result.found
+    assert "vpc-cni v1.21.1-eksbuild.1 (EKS default)" in result.found and "coredns v1.14.2-eksbuild.4," in result.found
+    assert "pinned" not in result.found  # every pin is EKS's default here
+
+
+def test_a_pin_that_is_not_the_eks_default_is_named():
+    spec = spec_of()
+    answers = offered_as_planned(spec)
+    answers["coredns"] = [("v1.14.2-eksbuild.4", False), ("v1.13.2-eksbuild.4", True)]
+    result = addons_answer(spec, answers)
+    assert result.status == "PASS" and "coredns pinned v1.14.2-eksbuild.4, EKS default v1.13.2-eksbuild.4" in result.found
 
 
 def test_addons_fail_naming_an_unknown_build():
     spec = spec_of()
-    pinned = platform.eks_addons(spec.cluster.kubernetes_version, spec.cluster.workload_identity)
-    builds = {name: [build] for name, build in pinned.items()}
-    builds["coredns"] = ["v1.12.4-eksbuild.1"]
-    result = addons_answer(spec, builds)
-    assert result.status == "FAIL" and f"coredns {pinned['coredns']} (offered: v1.12.4-eksbuild.1)" in result.found
+    answers = offered_as_planned(spec)
+    answers["coredns"] = [("v1.12.4-eksbuild.1", True)]
+    result = addons_answer(spec, answers)
+    assert result.status == "FAIL" and "coredns v1.14.2-eksbuild.4 is not offered (offered: v1.12.4-eksbuild.1)" in result.found
     assert "vpc-cni" not in result.found
+
+
+def test_an_eks_default_the_program_cannot_run_fails():
+    spec = spec_of()
+    answers = offered_as_planned(spec)
+    answers["aws-mountpoint-s3-csi-driver"] = [("v1.15.0-eksbuild.1", True)]
+    answers["vpc-cni"] = [("v1.22.4-eksbuild.3", False)]
+    result = addons_answer(spec, answers)
+    assert result.status == "FAIL"
+    assert "aws-mountpoint-s3-csi-driver v1.15.0-eksbuild.1 is not v2.* (EKS default)" in result.found
+    assert "vpc-cni: EKS marks no default build and none is pinned" in result.found
 
 
 def test_a_build_offered_only_for_another_kubernetes_version_fails():
     spec = spec_of()
-    pinned = platform.eks_addons(spec.cluster.kubernetes_version, spec.cluster.workload_identity)
+    answers = offered_as_planned(spec)
     eks, stub = stubbed("eks")
-    for name, build in pinned.items():
-        stub.add_response("describe_addon_versions", {"addons": [addon(name, [build], "1.33" if name == "kube-proxy" else "1.34")]},
-                          {"addonName": name, "kubernetesVersion": "1.34"})
+    for name, builds in answers.items():
+        stub.add_response("describe_addon_versions", {"addons": [addon(name, builds, "1.34" if name == "kube-proxy" else "1.35")]},
+                          {"addonName": name, "kubernetesVersion": "1.35"})
     with stub:
         result = platform.check_addons(spec, eks)
-    assert result.status == "FAIL" and "kube-proxy" in result.found
+    assert result.status == "FAIL" and "kube-proxy v1.35.3-eksbuild.2 is not offered (offered: none)" in result.found
+
+
+def test_a_deployed_stack_is_told_which_addons_the_next_up_moves():
+    """The builds a running stack reports (its `versions` output) against what an up would install:
+    an upgrade from 1.34 moves every add-on; an unchanged stack moves none."""
+    spec = spec_of()
+    planned = {name: pin.build or eks_default(name, "1.35") for name, pin in stack_addons("1.35", "irsa").items()}
+    assert addons_answer(spec, offered_as_planned(spec), deployed=planned).status == "PASS"
+    old = {name: pin.build for name, pin in stack_addons("1.34", "irsa").items()}
+    result = addons_answer(spec, offered_as_planned(spec), deployed=old)
+    assert result.status == "WARN"
+    assert "the next `pulumi up` changes vpc-cni v1.20.4-eksbuild.1 -> v1.21.1-eksbuild.1; kube-proxy" in result.found
 
 
 def test_the_pod_identity_agent_is_checked_only_when_installed():
     spec = spec_of(**{"sd-trn2:cluster": {"workloadIdentity": "pod-identity"}})
-    pinned = platform.eks_addons("1.34", "pod-identity")
-    assert "eks-pod-identity-agent" in pinned
-    assert addons_answer(spec, {name: [build] for name, build in pinned.items()}).status == "PASS"
+    assert "eks-pod-identity-agent" in stack_addons("1.35", "pod-identity")
+    result = addons_answer(spec, offered_as_planned(spec))
+    assert result.status == "PASS" and "eks-pod-identity-agent v1.3.10-eksbuild.2 (EKS default)" in result.found
+    assert "eks-pod-identity-agent" not in addons_answer(spec_of(), offered_as_planned(spec_of())).found
 
 
 # --- Kubernetes version support ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("today, status, says", [
-    (date(2026, 6, 1), "PASS", "until 2026-12-02"),
-    (date(2026, 11, 22), "WARN", "leaves EKS standard support 2026-12-02"),
-    (date(2027, 1, 5), "WARN", "left EKS standard support 2026-12-02"),
+    (date(2026, 6, 1), "PASS", "until 2026-12-02, supportType STANDARD"),
+    (date(2026, 11, 22), "WARN", "leaves EKS standard support 2026-12-02: EKS then upgrades the control plane to the next "
+                                 "version by itself (supportType STANDARD; EXTENDED would bill $0.60/h instead of $0.10/h)"),
+    (date(2027, 1, 5), "WARN", "left EKS standard support 2026-12-02: EKS then upgrades"),
     (date(2027, 12, 3), "FAIL", "ended 2027-12-02"),
 ])
-def test_kubernetes_support_window(today, status, says):
-    result = platform.check_kubernetes_support(spec_of(), today)
+def test_kubernetes_1_34_support_window(today, status, says):
+    result = platform.check_kubernetes_support(spec_of(**ON_1_34), today)
     assert result.status == status and says in result.found
+
+
+def test_extended_support_names_the_price_it_bills():
+    spec = spec_of(**{"sd-trn2:cluster": {"kubernetesVersion": "1.34", "supportType": "EXTENDED"}})
+    result = platform.check_kubernetes_support(spec, date(2026, 11, 25))
+    assert result.status == "WARN" and "the control plane then bills extended support, $0.60/h instead of $0.10/h" in result.found
+
+
+def test_the_default_kubernetes_version_is_in_standard_support_today():
+    result = platform.check_kubernetes_support(spec_of(), date(2026, 11, 25))
+    assert result.status == "PASS" and result.found.startswith("1.35 in EKS standard support until 2027-03-27")
 
 
 # --- Hugging Face (local hub server) ---------------------------------------------------------------
@@ -496,8 +555,8 @@ def test_cost_falls_back_to_cited_prices_labelled_approximate():
     assert result.found.count("AccessDeniedException") == 1 and "pricing:GetProducts" in result.fix
 
 
-def test_cost_uses_the_extended_support_rate_past_standard_support():
-    spec = spec_of()
+def test_cost_uses_the_extended_support_rate_past_standard_support_only_with_extended_support():
+    spec = spec_of(**{"sd-trn2:cluster": {"kubernetesVersion": "1.34", "supportType": "EXTENDED"}})
     pricing, stub = stubbed("pricing", "us-east-1")
     for _ in range(3):  # no question about the standard control-plane rate
         stub.add_client_error("get_products", "ThrottlingException", "slow down", 400)
@@ -505,6 +564,13 @@ def test_cost_uses_the_extended_support_rate_past_standard_support():
         result = cost.check_cost(spec, pricing, run_estimate(spec), date(2027, 1, 5))
     stub.assert_no_pending_responses()
     assert "EKS control plane (extended support) $0.600" in result.found
+    standard = spec_of(**ON_1_34)  # STANDARD: EKS upgrades the control plane instead of billing more
+    pricing, stub = stubbed("pricing", "us-east-1")
+    for _ in range(4):
+        stub.add_client_error("get_products", "ThrottlingException", "slow down", 400)
+    with stub:
+        result = cost.check_cost(standard, pricing, run_estimate(standard), date(2027, 1, 5))
+    assert "EKS control plane $0.100" in result.found
 
 
 def approximate_cost(spec):
@@ -634,9 +700,9 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis)
                                                           "Value": "ami-0abcdef1234567890", "Version": 1}},
                           {"Name": platform.ami_parameter(spec)})
     eks, eks_stub = stubbed("eks")
-    for name, build in platform.eks_addons(spec.cluster.kubernetes_version, spec.cluster.workload_identity).items():
-        eks_stub.add_response("describe_addon_versions", {"addons": [addon(name, [build])]},
-                              {"addonName": name, "kubernetesVersion": "1.34"})
+    for name, builds in offered_as_planned(spec).items():
+        eks_stub.add_response("describe_addon_versions", {"addons": [addon(name, builds, "1.35")]},
+                              {"addonName": name, "kubernetesVersion": "1.35"})
     quotas, quotas_stub = stubbed("service-quotas")
     pricing, pricing_stub = stubbed("pricing", "us-east-1")
     for _ in range(4):
@@ -650,6 +716,6 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis)
         stub.assert_no_pending_responses()
     status = {r.check: r.status for r in results}
     assert status == {"credentials": "PASS", "CLIs": "PASS", "offerings": "PASS", "quota": "PASS", "reservations": "PASS",
-                      "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "WARN", "Hugging Face": "PASS", "cost": "WARN"}
+                      "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "Hugging Face": "PASS", "cost": "WARN"}
     (cost_result,) = [r for r in results if r.check == "cost"]
     assert "reserved capacity bills by its own terms" in cost_result.found

@@ -122,18 +122,22 @@ def test_claims_tolerations_probes_and_shm(recording, spec):
 
 
 def test_variants_fit_the_nodes_they_share(recording, spec):
+    """Packed as the NodePool packs them, the variants' requests on each node stay within what
+    Karpenter expects the node to offer pods, less the DaemonSets' allowance."""
+    from components.vllm_variant import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB
     from stackconfig.catalog import INSTANCE_SHAPES
     from stackconfig.model import pack_device_groups
 
     shape = INSTANCE_SHAPES[spec.capacity.instance_type]
-    per_device_cpu = []
+    per_device = []
     for deployment in deployments(recording).values():
         requests = container(deployment)["resources"]["requests"]
+        assert requests["memory"].endswith("Mi") and container(deployment)["resources"]["limits"]["memory"] == requests["memory"]
         devices = spec.variant(deployment.inputs["metadata"]["labels"]["sd-trn2/variant"]).devices
-        per_device_cpu.append(int(requests["cpu"]) / devices)
-        assert int(requests["memory"].rstrip("Gi")) / devices <= shape.memory_gib / shape.neuron_devices
-    # Any node of the packing holds at most neuron_devices devices, so CPU fits if per-device CPU does.
-    assert max(per_device_cpu) * shape.neuron_devices <= shape.vcpus
+        per_device.append((int(requests["cpu"]) * 1000 / devices, int(requests["memory"][:-2]) / devices))
+    # Any node of the packing holds at most neuron_devices devices, so a node fits if a device's share does.
+    assert max(cpu for cpu, _ in per_device) * shape.neuron_devices <= shape.allocatable_cpu_millicores - DAEMONSET_CPU_MILLICORES
+    assert max(mib for _, mib in per_device) * shape.neuron_devices <= shape.allocatable_memory_mib - DAEMONSET_MEMORY_MIB
     assert len(pack_device_groups([v.devices for v in spec.variants], shape.neuron_devices)) == spec.node_count
 
 

@@ -11,7 +11,7 @@ from stackconfig.model import CapacitySettings, ClusterSettings
 
 from .stackconfig_helpers import SMALL, edits_id, parse, problem_list, qualified, with_edits
 
-DEFAULT_CLUSTER = ClusterSettings(kubernetes_version="1.34", system_node_instance_type="m7i.xlarge", system_node_count=2,
+DEFAULT_CLUSTER = ClusterSettings(kubernetes_version="1.35", system_node_instance_type="m7i.xlarge", system_node_count=2,
                                   vpc_cidr="10.64.0.0/16", availability_zone_count=2, availability_zones=(),
                                   workload_identity="irsa")
 ZONES = ["us-east-2a", "us-east-2b"]
@@ -22,7 +22,7 @@ def test_defaults_of_a_standalone_pairing():
     assert spec.platform == PlatformSpec(project=PROJECT, stack="test", region="us-east-2", cluster=DEFAULT_CLUSTER,
                                          instance_type="trn2.48xlarge", retain_model_store=False, tags={})
     assert spec.capacity == CapacitySettings(instance_type="trn2.48xlarge", capacity_type="on-demand", reservation_ids=(),
-                                             ami_alias="al2023@v20260828", root_volume_gib=200)
+                                             ami_alias="al2023@v20260714", root_volume_gib=200)
     assert (spec.shared, spec.platform_reference, spec.cluster, spec.retain_model_store) == (False, None, DEFAULT_CLUSTER, False)
 
 
@@ -63,9 +63,9 @@ def test_the_zone_count_follows_the_zones_listed():
 
 @pytest.mark.parametrize("edits, problems", [
     ({"cluster.kubernetesVersion": "1.33"}, [("cluster.kubernetesVersion", "1.33 is below 1.34, the first version the Neuron DRA driver supports")]),
-    ({"cluster.kubernetesVersion": "1.37"}, [("cluster.kubernetesVersion", "1.37 is above 1.36, the newest EKS version this program knows")]),
-    ({"cluster.kubernetesVersion": "1.36"}, [("cluster.kubernetesVersion", "no EKS add-on builds are pinned for 1.36 (stackconfig/catalog.py "
-                                              "EKS_ADDON_VERSIONS; pinned: 1.34); `aws eks describe-addon-versions --kubernetes-version "
+    ({"cluster.kubernetesVersion": "1.38"}, [("cluster.kubernetesVersion", "1.38 is above 1.37, the newest EKS version this program knows")]),
+    ({"cluster.kubernetesVersion": "1.36"}, [("cluster.kubernetesVersion", "no EKS add-on builds are pinned for 1.36 (stackconfig/versions.py "
+                                              "EKS_ADDONS; pinned: 1.34, 1.35); `aws eks describe-addon-versions --kubernetes-version "
                                               "1.36` lists them")]),
     ({"cluster.kubernetesVersion": "1.x"}, [("cluster.kubernetesVersion", "'1.x' is not valid: a \"1.N\" version")]),
     ({"cluster.availabilityZones": ["us-east-2a"]},
@@ -124,11 +124,23 @@ def test_platform_rules_name_the_key_and_what_is_allowed(edits, problems):
 def test_the_pinned_kubernetes_versions_are_listed(monkeypatch):
     from stackconfig import parse as parse_module
 
-    monkeypatch.setattr(parse_module, "EKS_ADDON_VERSIONS", {"1.34": {}, "1.35": {}})
-    parse(with_edits(SMALL, {"cluster.kubernetesVersion": "1.35"}))
-    assert problem_list(with_edits(SMALL, {"cluster.kubernetesVersion": "1.36"})) == [
-        ("cluster.kubernetesVersion", "no EKS add-on builds are pinned for 1.36 (stackconfig/catalog.py EKS_ADDON_VERSIONS; "
-                                      "pinned: 1.34, 1.35); `aws eks describe-addon-versions --kubernetes-version 1.36` lists them")]
+    monkeypatch.setattr(parse_module, "EKS_ADDONS", {"1.34": {}, "1.36": {}})
+    parse(with_edits(SMALL, {"cluster.kubernetesVersion": "1.36"}))
+    assert problem_list(with_edits(SMALL, {"cluster.kubernetesVersion": "1.35"})) == [
+        ("cluster.kubernetesVersion", "no EKS add-on builds are pinned for 1.35 (stackconfig/versions.py EKS_ADDONS; "
+                                      "pinned: 1.34, 1.36); `aws eks describe-addon-versions --kubernetes-version 1.35` lists them")]
+
+
+def test_kubernetes_1_34_is_still_allowed_with_its_own_ami_alias(monkeypatch):
+    """The alias default follows the cluster's version (one release serves both today, so the
+    table is replaced here to tell them apart)."""
+    from stackconfig import parse as parse_module
+    from stackconfig.versions import Pin
+
+    monkeypatch.setattr(parse_module, "AMI_ALIASES", {"1.34": Pin("al2023@v20260101", "a"), "1.35": Pin("al2023@v20260202", "b")})
+    spec = parse(with_edits(SMALL, {"cluster.kubernetesVersion": "1.34"}))
+    assert spec.cluster.kubernetes_version == "1.34" and spec.capacity.ami_alias == "al2023@v20260101"
+    assert parse(SMALL).capacity.ami_alias == "al2023@v20260202"
 
 
 def test_without_a_region_zones_are_checked_against_none_in_particular():

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from stackconfig import PlatformSpec, StackSpec
-from stackconfig.catalog import EKS_SUPPORT, INSTANCE_SHAPES
+from stackconfig.catalog import INSTANCE_SHAPES
+from stackconfig.versions import EKS_SUPPORT
 
 from tools.stack import one_line
 
@@ -129,9 +130,12 @@ PricedItem = tuple[str, int, Price]
 
 
 def platform_items(platform: PlatformSpec, pricing: Any, today: datetime.date) -> list[PricedItem]:
-    """What the cluster costs whatever runs on it: system nodes, NAT gateway, control plane."""
+    """What the cluster costs whatever runs on it: system nodes, NAT gateway, control plane. Past
+    the end of standard support the control plane bills extended support only with supportType
+    EXTENDED; with STANDARD, EKS upgrades it instead (botocore eks UpgradePolicyRequest.supportType)."""
     support = EKS_SUPPORT.get(platform.cluster.kubernetes_version)
-    extended = support is not None and today > support.standard_until
+    extended = (support is not None and today > support.standard_until
+                and platform.cluster.support_type == "EXTENDED")
     cluster = platform.cluster
     return [
         (f"{cluster.system_node_count} x {cluster.system_node_instance_type}", cluster.system_node_count,

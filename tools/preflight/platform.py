@@ -1,14 +1,15 @@
-"""What the cluster is built from: the pinned node AMI, the pinned EKS add-on builds and the
-Kubernetes version's support window, in the stack's region."""
+"""What the cluster is built from: the pinned node AMI, the EKS add-on builds (pinned, or EKS's
+default) and the Kubernetes version's support window, in the stack's region."""
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass
 from typing import Any
 
-from components.versions import eks_addons
 from stackconfig import PlatformSpec, StackSpec
-from stackconfig.catalog import EKS_SUPPORT
+from stackconfig.versions import EKS_SUPPORT, addon_requirement, stack_addons
 
+from .cost import APPROXIMATE_HOURLY_USD
 from .result import Result
 
 AMI, ADDONS, KUBERNETES = "AMI", "EKS add-ons", "Kubernetes"
@@ -40,51 +41,96 @@ def check_ami(spec: StackSpec, ssm: Any) -> Result:
                                f"{spec.cluster.kubernetes_version}, {spec.region})")
 
 
-def offered_builds(eks: Any, addon: str, kubernetes_version: str) -> list[str]:
-    """Builds of `addon` EKS offers in the client's region for the version
-    (DescribeAddonVersions: addons[].addonVersions[].{addonVersion, compatibilities[].clusterVersion},
-    botocore 1.44.5 data/eks/2017-11-01/service-2.json.gz)."""
-    builds = []
+@dataclass(frozen=True)
+class Offered:
+    """What DescribeAddonVersions says of one add-on for one Kubernetes version."""
+
+    builds: list[str]
+    """Every build compatible with the version, in the API's order (newest first)."""
+    default: str | None
+    """The build whose compatibility for the version is marked defaultVersion."""
+
+
+def offered(eks: Any, addon: str, kubernetes_version: str) -> Offered:
+    """DescribeAddonVersions: addons[].addonVersions[].{addonVersion, compatibilities[].{clusterVersion,
+    defaultVersion}} (botocore 1.44.5 data/eks/2017-11-01/service-2.json.gz)."""
+    builds, default = [], None
     for page in eks.get_paginator("describe_addon_versions").paginate(addonName=addon, kubernetesVersion=kubernetes_version):
         for entry in page["addons"]:
             for info in entry.get("addonVersions", []):
-                clusters = {c.get("clusterVersion") for c in info.get("compatibilities", [])}
-                if kubernetes_version in clusters:
+                compatible = [c for c in info.get("compatibilities", []) if c.get("clusterVersion") == kubernetes_version]
+                if compatible:
                     builds.append(info["addonVersion"])
-    return builds
+                    if default is None and any(c.get("defaultVersion") for c in compatible):
+                        default = info["addonVersion"]
+    return Offered(builds, default)
 
 
-def check_addons(spec: StackSpec | PlatformSpec, eks: Any) -> Result:
+def check_addons(spec: StackSpec | PlatformSpec, eks: Any, deployed: dict[str, str] | None = None) -> Result:
+    """Every add-on build the stack would install: a pin EKS offers for the Kubernetes version, or
+    EKS's default where the program takes it (stackconfig/versions.py EKS_ADDONS); never one of
+    another Kubernetes minor. Pins that differ from EKS's default are named. With `deployed` (the
+    builds a running stack reports in its `versions` output), so is every add-on the next
+    `pulumi up` would move."""
     k8s = spec.cluster.kubernetes_version
-    pinned = eks_addons(spec.cluster.kubernetes_version, spec.cluster.workload_identity)
-    problems = []
-    for addon, build in pinned.items():
-        builds = offered_builds(eks, addon, k8s)
-        if build not in builds:
-            problems.append(f"{addon} {build} (offered: {', '.join(builds[:3]) or 'none'})")
-    if problems:
-        return Result("FAIL", ADDONS, f"not offered for Kubernetes {k8s} in {spec.region}: {'; '.join(problems)}",
+    failures, notes, moves = [], [], []
+    chosen = {}
+    for addon, pin in stack_addons(k8s, spec.cluster.workload_identity).items():
+        answer = offered(eks, addon, k8s)
+        build = pin.build or answer.default
+        if pin.build is not None and pin.build not in answer.builds:
+            failures.append(f"{addon} {pin.build} is not offered (offered: {', '.join(answer.builds[:3]) or 'none'})")
+            continue
+        if build is None:
+            failures.append(f"{addon}: EKS marks no default build and none is pinned")
+            continue
+        required = addon_requirement(addon, k8s)
+        if required and not build.startswith(required):
+            failures.append(f"{addon} {build} is not {required}* ({'pinned' if pin.build else 'EKS default'})")
+            continue
+        chosen[addon] = build if pin.build else f"{build} (EKS default)"
+        if pin.build and answer.default and pin.build != answer.default:
+            notes.append(f"{addon} pinned {pin.build}, EKS default {answer.default}")
+        if deployed and addon in deployed and deployed[addon] != build:
+            moves.append(f"{addon} {deployed[addon]} -> {build}")
+    if failures:
+        return Result("FAIL", ADDONS, f"for Kubernetes {k8s} in {spec.region}: {'; '.join(failures)}",
                       f"aws eks describe-addon-versions --kubernetes-version {k8s} --addon-name <name> --region "
-                      f"{spec.region}; pin an offered build in components/versions.py")
-    return Result("PASS", ADDONS, f"{', '.join(f'{a} {b}' for a, b in pinned.items())}: offered for Kubernetes {k8s} "
-                                  f"in {spec.region}")
+                      f"{spec.region}; pin an offered build in stackconfig/versions.py EKS_ADDONS")
+    found = f"{', '.join(f'{a} {b}' for a, b in chosen.items())}: offered for Kubernetes {k8s} in {spec.region}"
+    if notes:
+        found += f"; {'; '.join(notes)}"
+    if moves:
+        return Result("WARN", ADDONS, f"the next `pulumi up` changes {'; '.join(moves)} ({found})",
+                      "expected after changing kubernetesVersion or a pin; otherwise EKS changed its default: pin the "
+                      "deployed build in stackconfig/versions.py EKS_ADDONS to keep it")
+    return Result("PASS", ADDONS, found)
 
 
 def check_kubernetes_support(spec: StackSpec | PlatformSpec, today: datetime.date) -> Result:
-    k8s = spec.cluster.kubernetes_version
+    """The support window of the stack's Kubernetes version, and what its end does to a running
+    stack: with supportType STANDARD EKS upgrades the control plane; with EXTENDED it bills the
+    extended-support rate (botocore eks UpgradePolicyRequest.supportType; EKS user guide,
+    view-upgrade-policy)."""
+    k8s, support_type = spec.cluster.kubernetes_version, spec.cluster.support_type
     support = EKS_SUPPORT.get(k8s)
     if support is None:
-        return Result("WARN", KUBERNETES, f"could not verify: no EKS support dates for {k8s} in stackconfig/catalog.py",
+        return Result("WARN", KUBERNETES, f"could not verify: no EKS support dates for {k8s} in stackconfig/versions.py",
                       "check the EKS Kubernetes version calendar and add the version to EKS_SUPPORT")
+    standard, extended = APPROXIMATE_HOURLY_USD["eks-standard"][0], APPROXIMATE_HOURLY_USD["eks-extended"][0]
+    after = (f"EKS then upgrades the control plane to the next version by itself (supportType STANDARD; EXTENDED "
+             f"would bill ${extended:.2f}/h instead of ${standard:.2f}/h)"
+             if support_type == "STANDARD" else
+             f"the control plane then bills extended support, ${extended:.2f}/h instead of ${standard:.2f}/h "
+             f"(supportType EXTENDED)")
     if today > support.extended_until:
         return Result("FAIL", KUBERNETES, f"EKS support for {k8s} ended {support.extended_until} ({support.source})",
                       "raise cluster.kubernetesVersion")
     if today > support.standard_until:
-        return Result("WARN", KUBERNETES, f"{k8s} left EKS standard support {support.standard_until}: the control plane "
-                                          f"bills extended support until {support.extended_until} ({support.source})",
-                      "raise cluster.kubernetesVersion")
+        return Result("WARN", KUBERNETES, f"{k8s} left EKS standard support {support.standard_until}: {after}, until "
+                                          f"{support.extended_until} ({support.source})", "raise cluster.kubernetesVersion")
     if (support.standard_until - today).days <= SUPPORT_WARNING_DAYS:
-        return Result("WARN", KUBERNETES, f"{k8s} leaves EKS standard support {support.standard_until}; the control "
-                                          f"plane bills extended support from then ({support.source})",
-                      "finish before then or raise cluster.kubernetesVersion")
-    return Result("PASS", KUBERNETES, f"{k8s} in EKS standard support until {support.standard_until} ({support.source})")
+        return Result("WARN", KUBERNETES, f"{k8s} leaves EKS standard support {support.standard_until}: {after} "
+                                          f"({support.source})", "finish before then or raise cluster.kubernetesVersion")
+    return Result("PASS", KUBERNETES, f"{k8s} in EKS standard support until {support.standard_until}, supportType "
+                                      f"{support_type} ({support.source})")

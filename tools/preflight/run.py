@@ -22,7 +22,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
 from stackconfig import PlatformSpec, StackSpec
-from tools.stack import StackFileError, one_line, stack_spec
+from tools.stack import StackFileError, ToolError, one_line, pulumi_outputs, stack_spec
 
 from . import account, capacity, clis, cost, hub, platform
 from .estimate import run_estimate
@@ -57,7 +57,8 @@ def aws_clients(region: str) -> AwsClients:
 
 
 def run_checks(spec: StackSpec | PlatformSpec, aws: AwsClients, now: datetime,
-               read_token: Callable[[], hub.Token]) -> list[Result]:
+               read_token: Callable[[], hub.Token],
+               read_deployed_addons: Callable[[], dict[str, str] | None] = lambda: None) -> list[Result]:
     """A platform stack is checked for what it builds (zones, add-ons, Kubernetes support, its own
     cost); a pairing for its capacity, AMI, models and cost too. A shared pairing's network and
     cluster are its platform's, from the platform's stack file: checking them again here is cheap
@@ -85,12 +86,22 @@ def run_checks(spec: StackSpec | PlatformSpec, aws: AwsClients, now: datetime,
         results.append(guarded(platform.AMI, "allow ssm:GetParameter on parameter/aws/service/*",
                                lambda: platform.check_ami(spec, aws.ssm)))
     results.append(guarded(platform.ADDONS, "allow eks:DescribeAddonVersions",
-                           lambda: platform.check_addons(spec, aws.eks)))
+                           lambda: platform.check_addons(spec, aws.eks, read_deployed_addons())))
     results.append(platform.check_kubernetes_support(spec, now.date()))
     if isinstance(spec, StackSpec):
         results.append(hub.check_hub(spec, read_token))
     results.append(cost.check_cost(spec, aws.pricing, estimate, now.date()))
     return results
+
+
+def deployed_addons(stack: str) -> dict[str, str] | None:
+    """The add-on builds a deployed stack reports (its `versions` output), or None when it is not
+    deployed or its outputs cannot be read; never a reason to stop the preflight."""
+    try:
+        addons = pulumi_outputs(stack).get("versions", {}).get("addons")
+    except ToolError:
+        return None
+    return addons if isinstance(addons, dict) else None
 
 
 def report(spec: StackSpec | PlatformSpec, results: list[Result], as_json: bool) -> str:
@@ -118,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     except BotoCoreError as error:  # e.g. AWS_PROFILE names a profile that does not exist
         print(f"error: AWS: {one_line(error)}", file=sys.stderr)
         return 1
-    results = run_checks(spec, aws, datetime.now(timezone.utc), lambda: hub.stack_token(args.stack))
+    results = run_checks(spec, aws, datetime.now(timezone.utc), lambda: hub.stack_token(args.stack),
+                         lambda: deployed_addons(args.stack))
     print(report(spec, results, args.json))
     return 1 if any(r.status == "FAIL" for r in results) else 0

@@ -1,0 +1,142 @@
+"""Every version the program deploys, in one place, each with the source it was read from.
+
+A pin changes what a stack runs, so it changes only here, with its source, and validation and
+`make preflight` read it from here (docs/versions.md is the same table for readers). Nothing
+here is "latest": an unpinned chart, image or add-on would change a running stack at the next
+`pulumi up` without a line of this repository changing.
+"""
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Pin:
+    version: str
+    source: str
+
+
+# --- Kubernetes on EKS ---------------------------------------------------------------------------
+
+DEFAULT_KUBERNETES_VERSION = "1.35"
+"""1.34 leaves EKS standard support on 2026-12-02 (EKS_SUPPORT); 1.35 is in it until 2027-03-27."""
+
+
+@dataclass(frozen=True)
+class EksSupport:
+    """When EKS stops standard support for a Kubernetes version (it then bills extended support
+    per cluster-hour, or upgrades the control plane: cluster.supportType) and when extended
+    support ends (EKS then supports the version no more)."""
+
+    standard_until: datetime.date
+    extended_until: datetime.date
+    source: str
+
+
+EKS_SUPPORT: dict[str, EksSupport] = {
+    "1.34": EksSupport(datetime.date(2026, 12, 2), datetime.date(2027, 12, 2),
+                       "awsdocs/amazon-eks-user-guide latest/ug/versioning/kubernetes-versions.adoc @0138560"),
+    "1.35": EksSupport(datetime.date(2027, 3, 27), datetime.date(2028, 3, 27),
+                       "endoflife.date products/amazon-eks.md @4e5af2e (third party, filled from the EKS version page; "
+                       "no stored copy of the EKS user guide lists 1.35 yet)"),
+}
+
+# --- EKS add-ons ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class AddonPin:
+    """One add-on's build for one Kubernetes version.
+
+    `build` None means the build EKS itself marks as the default for that Kubernetes version
+    (DescribeAddonVersions compatibilities[].defaultVersion; pulumi-aws eks.get_addon_version with
+    most_recent unset), looked up when the stack deploys: used where no source lists a build for
+    the version. EKS moves its default rarely, and `make preflight` names any add-on whose next
+    `pulumi up` would change it on a deployed stack. Never "latest"."""
+
+    build: str | None
+    source: str
+
+
+EKS_DEFAULT_SOURCE = "no AWS document lists a build for this Kubernetes version: EKS's own default, looked up at deploy"
+KEPT_FOR_1_34 = ("kept from this program's earlier releases, which running 1.34 stacks have installed (EKS's default "
+                 "for 1.34 may be an older build); no AWS table read here lists this build; make preflight checks that "
+                 "EKS offers it")
+
+EKS_ADDONS: dict[str, dict[str, AddonPin]] = {
+    "1.34": {
+        "vpc-cni": AddonPin("v1.20.4-eksbuild.1", "EKS user guide, 'Amazon VPC CNI' versions table, 1.34 row "
+                                                  "(docs.amazonaws.cn/eks/latest/userguide/pod-networking.html), as read by an earlier release"),
+        "coredns": AddonPin("v1.13.2-eksbuild.11", KEPT_FOR_1_34),
+        "kube-proxy": AddonPin("v1.34.6-eksbuild.13", KEPT_FOR_1_34),
+        "eks-pod-identity-agent": AddonPin("v1.3.10-eksbuild.2", KEPT_FOR_1_34),
+        "aws-mountpoint-s3-csi-driver": AddonPin("v2.3.0-eksbuild.1", KEPT_FOR_1_34 + "; its configuration schema "
+                                                 "(node.tolerateAllTaints) is quoted in aws/containers-roadmap#2785"),
+        "amazon-cloudwatch-observability": AddonPin("v4.10.2-eksbuild.1", KEPT_FOR_1_34),
+    },
+    "1.35": {
+        "vpc-cni": AddonPin(None, EKS_DEFAULT_SOURCE),
+        "coredns": AddonPin("v1.14.2-eksbuild.4", "EKS user guide, 'Manage CoreDNS', CoreDNS versions table, 1.35 row "
+                                                  "(docs.amazonaws.cn/en_us/eks/latest/userguide/managing-coredns.md)"),
+        "kube-proxy": AddonPin("v1.35.3-eksbuild.2", "EKS user guide, 'Manage kube-proxy', kube-proxy versions table, 1.35 row "
+                                                     "(docs.amazonaws.cn/zh_cn/eks/latest/userguide/managing-kube-proxy.md)"),
+        "eks-pod-identity-agent": AddonPin(None, EKS_DEFAULT_SOURCE),
+        "aws-mountpoint-s3-csi-driver": AddonPin(None, EKS_DEFAULT_SOURCE + " (the driver tests Kubernetes 1.35 from "
+                                                 "v2.4.0: awslabs/mountpoint-s3-csi-driver commit 0f46875, .github/matrix.yaml)"),
+        "amazon-cloudwatch-observability": AddonPin(None, EKS_DEFAULT_SOURCE),
+    },
+}
+
+
+def addon_requirement(addon: str, kubernetes_version: str) -> str | None:
+    """A prefix every build of `addon` must have on `kubernetes_version`, whether pinned or EKS's
+    default: kube-proxy's minor is the cluster's (Kubernetes version skew policy: kube-proxy must
+    not be newer than the API server, and EKS builds it per minor); the Mountpoint driver must be
+    v2, whose unprivileged mount pods the volume's mount options are written for
+    (components/model_store.py mount_options)."""
+    if addon == "kube-proxy":
+        return f"v{kubernetes_version}."
+    if addon == "aws-mountpoint-s3-csi-driver":
+        return "v2."
+    return None
+
+
+# --- Karpenter and its trn2 nodes ---------------------------------------------------------------
+
+KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
+KARPENTER_CRD_CHART = "oci://public.ecr.aws/karpenter/karpenter-crd"
+"""The CRDs as their own chart, so upgrades reach them (Helm never upgrades a chart's crds/)."""
+KARPENTER = Pin("1.15.0", "aws/karpenter-provider-aws, release commit 6d1426c 'chore: Release v1.15.0 (#9719)', 2026-10-10; "
+                          "charts/karpenter-crd/Chart.yaml version 1.15.0 at d77d1a3. Karpenter maintains its newest minor "
+                          "only. v1.15.1 could not be confirmed in any stored source")
+
+AMI_ALIASES: dict[str, Pin] = {
+    version: Pin("al2023@v20260714", f"awslabs/amazon-eks-ami CHANGELOG.md at tag v20260724: release v20260714 lists "
+                                     f"amazon-eks-node-al2023-x86_64-neuron-{version}-v20260714 ({release})")
+    for version, release in (("1.34", "1.34.9-20260714"), ("1.35", "1.35.6-20260714"))
+}
+"""The EC2NodeClass AMI alias per Kubernetes version: an AL2023 release with Neuron AMIs for that
+version (Karpenter resolves the alias through the SSM parameter `make preflight` checks). One
+release serves both versions, so an upgrade changes only the Kubernetes minor of the AMI."""
+
+
+# --- Neuron --------------------------------------------------------------------------------------
+
+NEURON_HELM_CHART = "oci://public.ecr.aws/neuron/neuron-helm-chart"
+NEURON_HELM_CHART_VERSION = Pin("1.10.0", "aws-neuron/neuron-helm-charts release 1.10.0 (commit 8ca1e5c, 19 Aug): the DRA "
+                                          "driver (draDriver.*) beside the device plugin; the Neuron docs ask for Kubernetes "
+                                          "1.34 or later and state no upper bound")
+
+
+def stack_addons(kubernetes_version: str, workload_identity: str) -> dict[str, AddonPin]:
+    """The EKS add-ons a platform installs, name -> pin: what `make preflight` checks.
+
+    vpc-cni and kube-proxy come with the control plane (components/cluster.py, through
+    pulumi-eks), coredns after the system nodes, the Mountpoint driver with the model store,
+    Container Insights with its Neuron metrics, and the Pod Identity agent only when pods get
+    their roles that way. tests/test_cluster.py holds this list to what the program registers.
+    """
+    names = ["vpc-cni", "kube-proxy", "coredns", "aws-mountpoint-s3-csi-driver", "amazon-cloudwatch-observability"]
+    if workload_identity == "pod-identity":
+        names.append("eks-pod-identity-agent")
+    return {name: EKS_ADDONS[kubernetes_version][name] for name in names}
