@@ -61,7 +61,8 @@ def node_pool_spec(node_class_name: str, capacity: CapacitySettings, node_count:
                 "expireAfter": "Never",
             },
         },
-        "limits": {"nodes": node_count},
+        # Above replicas only by the headroom for replacing drifted nodes (CapacitySettings).
+        "limits": {"nodes": node_count + capacity.replacement_headroom_nodes},
         "disruption": {"consolidateAfter": "Never"},
     }
 

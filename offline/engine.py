@@ -129,14 +129,16 @@ class Recording:
 
     def depends_on(self, resource: RecordedResource, other: RecordedResource) -> bool:
         """True when `resource` waits for `other`, directly or transitively, through dependency
-        edges or parents. Depending on a component means waiting for all its children.
+        edges, resources passed as inputs (a reference resolves once the resource exists) or
+        parents. Depending on a component means waiting for all its children.
 
         Pulumi deletes in reverse dependency order, so this also means "deleted before".
         """
         targets = self._descendants(other.urn)
         known = {r.urn: r for r in self.resources}
         seen: set[str] = set()
-        pending = list(known[resource.urn].dependencies) + ([resource.parent] if resource.parent else [])
+        pending = (list(known[resource.urn].dependencies) + _references(known[resource.urn].inputs)
+                   + ([resource.parent] if resource.parent else []))
         while pending:
             urn = pending.pop()
             if urn in seen or urn not in known:
@@ -146,6 +148,7 @@ class Recording:
             seen.add(urn)
             node = known[urn]
             pending.extend(node.dependencies)
+            pending.extend(_references(node.inputs))
             if node.parent:
                 pending.append(node.parent)
         return False
@@ -160,6 +163,17 @@ class Recording:
                     found.add(r.urn)
                     changed = True
         return found
+
+
+def _references(value: Any) -> list[str]:
+    """URNs of the resources passed as inputs ({"resourceUrn": ...}, as to_plain writes them)."""
+    if isinstance(value, dict):
+        if set(value) == {"resourceUrn"}:
+            return [value["resourceUrn"]]
+        return [urn for item in value.values() for urn in _references(item)]
+    if isinstance(value, list):
+        return [urn for item in value for urn in _references(item)]
+    return []
 
 
 def redacted(value: Any) -> Any:

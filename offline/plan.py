@@ -16,6 +16,7 @@ import pulumi
 import yaml
 
 from stackconfig import ConfigError, PlatformSpec, StackSpec
+from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION, stack_addons
 
 from .engine import Recording
 from .stacks import ROOT, load_stack, run_stack, stack_names
@@ -40,11 +41,21 @@ def platform_lines(platform: PlatformSpec, reference: str | None) -> list[str]:
     cluster = platform.cluster
     zones = ", ".join(cluster.availability_zones) or f"{cluster.availability_zone_count} offering {platform.instance_type}"
     where = f"shared platform {reference}" if reference else "this stack"
-    return ["Platform:",
-            f"  built by           {where}",
-            f"  cluster            {platform.cluster_name} (Kubernetes {cluster.kubernetes_version}, {platform.region})",
-            f"  zones              {zones}",
-            f"  workload identity  {cluster.workload_identity}"]
+    lines = ["Platform:",
+             f"  built by           {where}",
+             f"  cluster            {platform.cluster_name} (Kubernetes {cluster.kubernetes_version}, supportType "
+             f"{cluster.support_type}, {platform.region})",
+             f"  zones              {zones}",
+             f"  workload identity  {cluster.workload_identity}"]
+    if reference is None:
+        looked_up = [name for name, pin in stack_addons(cluster.kubernetes_version, cluster.workload_identity).items()
+                     if pin.build is None]
+        lines.append(f"  versions           Karpenter {KARPENTER.version}, Neuron Helm chart {NEURON_HELM_CHART_VERSION.version}, "
+                     f"log retention {cluster.log_retention_days} days")
+        if looked_up:
+            lines.append(f"  EKS default builds {', '.join(looked_up)}: looked up at deploy; this offline plan answers from "
+                         f"offline/data/eks-describe-addon-versions-{cluster.kubernetes_version}.json (not a capture)")
+    return lines
 
 
 def pairing_lines(spec: StackSpec) -> list[str]:

@@ -62,6 +62,12 @@ class CapacitySettings:
     ami_alias: str
     """EC2NodeClass AMI alias pinned to a release, e.g. al2023@v20260828 (never @latest)."""
     root_volume_gib: int
+    replacement_headroom_nodes: int = 0
+    """Nodes the static NodePool may launch above its replicas (limits.nodes - replicas), only ever
+    to replace a drifted node before removing it (Karpenter's static drift reserves node count under
+    the limit: kubernetes-sigs/karpenter pkg/controllers/disruption/staticdrift.go). 0: drifted trn2
+    nodes (a new AMI, a Kubernetes upgrade) keep running until replaced by hand; 1: Karpenter
+    replaces them one at a time, paying for a second node while each replacement starts."""
 
     @property
     def shape(self) -> InstanceShape:

@@ -191,7 +191,9 @@ PLATFORM_OWNED = ("cluster", "modelStore")
 """Keys a shared pairing must leave to its platform stack."""
 CLUSTER_KEYS = {"kubernetesVersion", "supportType", "logRetentionDays", "systemNodeInstanceType", "systemNodeCount",
                 "vpcCidr", "availabilityZoneCount", "availabilityZones", "workloadIdentity"}
-CAPACITY_KEYS = {"instanceType", "capacityType", "reservationIds", "amiAlias", "rootVolumeGiB"}
+BENCHMARK_KEYS = {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases",
+                  "image", "llmperfCommit", "metricsNamespace", "samplingParams", "seed"}
+CAPACITY_KEYS = {"instanceType", "capacityType", "reservationIds", "amiAlias", "rootVolumeGiB", "replacementHeadroomNodes"}
 _PLATFORM_REFERENCE = re.compile(r"^(?P<org>[A-Za-z0-9_.-]+)/(?P<project>[A-Za-z0-9_.-]+)/(?P<stack>[A-Za-z0-9_.-]+)$")
 
 PlatformConfigReader = Callable[[str], Mapping[str, Any]]
@@ -235,7 +237,7 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
         _check_against_platform(top, region, capacity, platform, reference)
     models = _declared_models(top)
     serving = _parse_serving(_Section("serving", raw.get("serving"), problems, SERVING_KEYS), capacity, models)
-    benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases", "image", "llmperfCommit", "metricsNamespace", "samplingParams", "seed"}), stack, serving)
+    benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, BENCHMARK_KEYS), stack, serving)
     variants = _resolve_baselines(_parse_variants(top, raw.get("variants"), problems, serving, benchmark, models), problems)
     if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
         for index, variant in enumerate(variants):
@@ -493,6 +495,7 @@ def _parse_capacity(s: _Section, kubernetes_version: str) -> CapacitySettings:
         ami_alias=s.string("amiAlias", AMI_ALIASES.get(kubernetes_version, AMI_ALIASES[DEFAULT_KUBERNETES_VERSION]).version,
                            pattern=_AMI_ALIAS, hint="al2023@vYYYYMMDD, pinned (not @latest)"),
         root_volume_gib=s.integer("rootVolumeGiB", 200, low=100, high=2000),
+        replacement_headroom_nodes=s.integer("replacementHeadroomNodes", 0, low=0, high=1),
     )
 
 

@@ -1,8 +1,8 @@
 """Every version the program deploys, in one place, each with the source it was read from.
 
 A pin changes what a stack runs, so it changes only here, with its source, and validation and
-`make preflight` read it from here (docs/versions.md is the same table for readers). Nothing
-here is "latest": an unpinned chart, image or add-on would change a running stack at the next
+`make preflight` read it from here (README "Versions" shows the same values; a test keeps them
+equal). Nothing here is "latest": an unpinned chart, image or add-on would change a running stack at the next
 `pulumi up` without a line of this repository changing.
 """
 from __future__ import annotations

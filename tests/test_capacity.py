@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from offline.stacks import load_stack, run_stack
+from components.trn2_nodes import node_pool_spec
 from stackconfig import ConfigError
 
 from .helpers import assert_least_privilege, child, role_documents, trust_condition
@@ -92,6 +93,16 @@ def test_static_node_pool_sized_from_the_variants(recording, spec):
     # Replacing a node loses its weight cache and compiled graphs: nodes live as long as the stack.
     assert template["expireAfter"] == "Never"
     assert pool["disruption"] == {"consolidateAfter": "Never"}
+
+
+def test_replacement_headroom_lets_the_node_pool_go_one_node_over_its_replicas_and_no_more():
+    """Karpenter's static drift replaces a drifted node only under limits.nodes (staticdrift.go):
+    with headroom 1 the limit is one above the replicas; the replicas never change."""
+    spec = load_stack("qwen3-32b-qwen3-0.6b", {"sd-trn2:capacity": {"replacementHeadroomNodes": 1}}).spec()
+    pool = node_pool_spec("pool", spec.capacity, spec.node_count, {}, {"key": "k", "effect": "NoSchedule"})
+    assert (pool["replicas"], pool["limits"]) == (2, {"nodes": 3})
+    with pytest.raises(ConfigError, match="replacementHeadroomNodes: 2 is outside 0..1"):
+        load_stack("qwen3-32b-qwen3-0.6b", {"sd-trn2:capacity": {"replacementHeadroomNodes": 2}}).spec()
 
 
 def test_ec2_node_class(recording, spec):

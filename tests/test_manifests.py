@@ -1,7 +1,7 @@
 """Every Kubernetes object the program sends validates against its schema, as the API server would.
 
-Core and resource.k8s.io/v1 objects: the Kubernetes 1.34 schemas (the oldest version a stack may
-run), strict (kubernetes-validate).
+Core and resource.k8s.io/v1 objects: the schemas of every Kubernetes version a stack may run
+(1.34 and 1.35: stackconfig/versions.py EKS_ADDONS), strict (kubernetes-validate).
 
 Karpenter objects: the NodePool and EC2NodeClass CRDs of aws/karpenter-provider-aws at tag v1.14.1
 (commit bde00654, pkg/apis/crds/), vendored in tests/data/karpenter-crds-v1.14.1/, made strict
@@ -27,7 +27,9 @@ import pytest
 import yaml
 from celpy import celtypes
 
-KUBERNETES_VERSION = "1.34.0"
+from stackconfig.versions import EKS_ADDONS
+
+KUBERNETES_VERSIONS = [f"{version}.0" for version in EKS_ADDONS]
 CRD_DIR = Path(__file__).parent / "data" / "karpenter-crds-v1.14.1"
 CRD_FILES = {
     ("karpenter.sh/v1", "NodePool"): "karpenter.sh_nodepools.yaml",
@@ -126,7 +128,8 @@ def test_every_object_validates(recording):
             jsonschema.validate(obj, strict_schema(*key))
             assert failed_cel_rules(obj) == [], obj["metadata"]
         else:
-            kubernetes_validate.validate(obj, KUBERNETES_VERSION, strict=True)
+            for version in KUBERNETES_VERSIONS:
+                kubernetes_validate.validate(obj, version, strict=True)
 
 
 def test_karpenter_objects_are_checked_against_the_crds(recording):
@@ -171,5 +174,6 @@ def test_the_vendored_crds_are_the_tag_they_say():
 def test_core_validation_rejects_a_bad_object(recording):
     template = copy.deepcopy(recording.of_type("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate")[0].inputs)
     template["spec"]["spec"]["devices"]["requests"][0]["exactly"]["cuont"] = 1
-    with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(template, KUBERNETES_VERSION, strict=True)
+    for version in KUBERNETES_VERSIONS:
+        with pytest.raises(kubernetes_validate.ValidationError):
+            kubernetes_validate.validate(template, version, strict=True)

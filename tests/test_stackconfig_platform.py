@@ -33,7 +33,7 @@ def test_every_platform_setting_lands_in_the_spec():
                     "availabilityZoneCount": 3, "workloadIdentity": "pod-identity", "supportType": "EXTENDED",
                     "logRetentionDays": 3653},
         "capacity": {"instanceType": "trn2.3xlarge", "capacityType": "reserved", "reservationIds": ["cr-0abc", "cr-1"],
-                     "amiAlias": "al2023@v20260101", "rootVolumeGiB": 2000},
+                     "amiAlias": "al2023@v20260101", "rootVolumeGiB": 2000, "replacementHeadroomNodes": 1},
         "modelStore": {"retainOnDestroy": True},
         "serving.devicesPerVariant": 1,
     }))
@@ -44,7 +44,7 @@ def test_every_platform_setting_lands_in_the_spec():
                                            log_retention_days=3653)
     assert spec.capacity == CapacitySettings(instance_type="trn2.3xlarge", capacity_type="reserved",
                                              reservation_ids=("cr-0abc", "cr-1"), ami_alias="al2023@v20260101",
-                                             root_volume_gib=2000)
+                                             root_volume_gib=2000, replacement_headroom_nodes=1)
     assert spec.platform.instance_type == "trn2.3xlarge" and spec.retain_model_store is True
 
 
@@ -111,8 +111,8 @@ def test_the_zone_count_follows_the_zones_listed():
     ({"capacity.amiAlias": "al2023@latest"}, [("capacity.amiAlias", "'al2023@latest' is not valid: al2023@vYYYYMMDD, pinned (not @latest)")]),
     ({"capacity.rootVolumeGiB": 99}, [("capacity.rootVolumeGiB", "99 is outside 100..2000")]),
     ({"capacity.rootVolumeGiB": 2001}, [("capacity.rootVolumeGiB", "2001 is outside 100..2000")]),
-    ({"capacity": "big"}, [("capacity", "must be an object with keys ['amiAlias', 'capacityType', 'instanceType', 'reservationIds', "
-                                        "'rootVolumeGiB'], got str")]),
+    ({"capacity": "big"}, [("capacity", "must be an object with keys ['amiAlias', 'capacityType', 'instanceType', "
+                                        "'replacementHeadroomNodes', 'reservationIds', 'rootVolumeGiB'], got str")]),
     ({"capacity.instanceType": "trn2.3xlarge"}, [("serving.devicesPerVariant", "8 devices do not fit on a trn2.3xlarge (1 devices)")]),
     ({"modelStore.retainOnDestroy": "yes"}, [("modelStore.retainOnDestroy", "must be true or false, got 'yes'")]),
     ({"modelStore.keep": True}, [("modelStore.keep", "unknown key; allowed: retainOnDestroy")]),

@@ -1,0 +1,49 @@
+"""The README's claims that come from code stay equal to the code: its version table shows every
+pin of stackconfig/versions.py, and the configuration table every config key the parser accepts."""
+from __future__ import annotations
+
+import re
+
+from offline.stacks import ROOT
+from stackconfig.versions import AMI_ALIASES, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS, EKS_SUPPORT, KARPENTER, NEURON_HELM_CHART_VERSION
+
+README = (ROOT / "README.md").read_text()
+
+
+def section(title: str) -> str:
+    start = README.index(f"## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start:end]
+
+
+def test_the_versions_table_shows_every_pin():
+    table = section("Versions and upgrades")
+    header = table.splitlines()[6]
+    assert f"Kubernetes {DEFAULT_KUBERNETES_VERSION} (default)" in header
+    rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
+    assert KARPENTER.version in rows["Karpenter (chart and CRD chart)"]
+    assert NEURON_HELM_CHART_VERSION.version in rows["Neuron Helm chart (DRA driver)"]
+    for version, pin in AMI_ALIASES.items():
+        assert pin.version in rows["trn2 AMI alias"], version
+    for version, pins in EKS_ADDONS.items():
+        column = 1 if version == DEFAULT_KUBERNETES_VERSION else 2
+        for addon, pin in pins.items():
+            cell = rows[addon].split("|")[1 + column].strip()
+            assert cell == pin.build if pin.build else cell.startswith("EKS's default"), (addon, version, cell)
+    for version, support in EKS_SUPPORT.items():
+        assert str(support.standard_until) in rows["EKS support"] or support.standard_until.strftime("%Y-%m-%d") in table
+    assert re.search(r"standard until \*\*2026-12-02\*\*", rows["EKS support"])
+
+
+def test_the_configuration_table_documents_every_key_the_parser_accepts():
+    from stackconfig import parse
+
+    table = section("Configuration")
+    rows = {line.split("|")[1].strip().strip("`"): line.split("|", 2)[2] for line in table.splitlines()
+            if line.startswith("| `")}
+    assert set(parse.PAIRING_KEYS) | set(parse.PLATFORM_KEYS) | {"aws:region"} <= set(rows)
+    for section_key, keys in (("cluster", parse.CLUSTER_KEYS), ("capacity", parse.CAPACITY_KEYS),
+                              ("serving", parse.SERVING_KEYS), ("variants", parse.VARIANT_KEYS),
+                              ("benchmark", parse.BENCHMARK_KEYS), ("models", parse.MODEL_KEYS)):
+        undocumented = sorted(k for k in keys if not re.search(rf"\b{k}\b", rows[section_key]))
+        assert undocumented == [], section_key

@@ -1,0 +1,65 @@
+"""Upgrading a running stack from Kubernetes 1.34 to 1.35 is one config change and one `pulumi up`.
+
+The plan of the same stack at both versions differs only where an upgrade must: the control
+plane's version and the add-on builds, and nothing that would replace a resource (same URNs).
+The order is the dependency graph's: the control plane first (kube-proxy and the VPC CNI are its
+children), then the system node group (pulumi-eks follows the cluster's version for a managed node
+group that names none: pulumi/pulumi-eks@7bf0c1b nodejs/eks/nodes/nodegroup.ts L1886-1890), then the
+add-ons that need nodes, then Karpenter and the trn2 NodePool, whose nodes drift to the new AMI.
+"""
+from __future__ import annotations
+
+import pytest
+
+from offline.stacks import load_stack, run_stack
+
+STACK = "qwen3-32b-qwen3-1.7b"
+
+
+@pytest.fixture(scope="module")
+def plans():
+    on_1_34 = run_stack(load_stack(STACK, {"sd-trn2:cluster": {"kubernetesVersion": "1.34"}}))
+    on_1_35 = run_stack(load_stack(STACK))
+    return on_1_34, on_1_35
+
+
+def test_the_upgrade_changes_the_control_plane_version_and_the_addon_builds_only(plans):
+    before, after = ({r.urn: r for r in plan.resources} for plan in plans)
+    assert sorted(before) == sorted(after)  # nothing replaced, nothing new
+    changed = {urn.rsplit("::", 1)[-1]: (before[urn].inputs, after[urn].inputs) for urn in before
+               if before[urn].inputs != after[urn].inputs}
+    from stackconfig.versions import EKS_ADDONS
+
+    from .test_cluster import eks_default
+
+    def build(addon: str, version: str) -> str:
+        return EKS_ADDONS[version][addon].build or eks_default(addon, version)
+
+    moved = {a for a in EKS_ADDONS["1.35"] if build(a, "1.34") != build(a, "1.35")}
+    resource_of = {"coredns": "cluster-coredns", "amazon-cloudwatch-observability": "container-insights",
+                   "aws-mountpoint-s3-csi-driver": "model-store-csi", "vpc-cni": "cluster-eks", "kube-proxy": "cluster-eks"}
+    assert {"coredns", "kube-proxy", "vpc-cni", "aws-mountpoint-s3-csi-driver"} <= moved
+    assert sorted(changed) == sorted({"cluster-eks"} | {resource_of[a] for a in moved if a != "eks-pod-identity-agent"})
+    cluster_before, cluster_after = changed["cluster-eks"]
+    assert (cluster_before["version"], cluster_after["version"]) == ("1.34", "1.35")
+    assert {k for k in cluster_after if cluster_after[k] != cluster_before[k]} == {"version", "vpcCniOptions", "kubeProxyAddonOptions"}
+    for name in set(changed) - {"cluster-eks"}:
+        inputs_before, inputs_after = changed[name]
+        assert {k for k in inputs_after if inputs_after[k] != inputs_before[k]} == {"addonVersion"}, name
+    # The trn2 capacity is untouched: its AMI alias serves both versions, so the nodes drift only
+    # because Karpenter resolves the alias for the cluster's new version.
+    pool_before, pool_after = (p.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs for p in plans)
+    assert pool_before == pool_after
+
+
+def test_the_upgrade_runs_control_plane_then_system_nodes_then_addons_then_karpenter_and_its_nodes(plans):
+    _, after = plans
+    cluster = after.one("eks:index:Cluster")
+    nodes = after.one("eks:index:ManagedNodeGroup")
+    assert nodes.inputs["cluster"] == {"resourceUrn": cluster.urn}  # the node group is built from the cluster's outputs
+    for addon in after.of_type("aws:eks/addon:Addon"):
+        assert after.depends_on(addon, cluster) and after.depends_on(addon, nodes), addon.name
+    karpenter = after.one("kubernetes:helm.sh/v3:Release", "karpenter")
+    assert after.depends_on(karpenter, nodes)
+    for kind in ("kubernetes:karpenter.sh/v1:NodePool", "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"):
+        assert after.depends_on(after.one(kind), karpenter), kind
