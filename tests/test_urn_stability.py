@@ -1,8 +1,11 @@
-"""An existing standalone stack updates in place: every resource it had before the platform/pairing
-split still has its URN, or a resource now answers to it through an alias.
+"""An existing stack updates in place: every resource it had before a refactoring still has its
+URN, or a resource now answers to it through an alias.
 
-tests/data/urns-before-platform-split.json holds each stack's URNs at main bdd6aab (engine URN
-format). Aliases are resolved the way the engine does (offline.engine.Recording.alias_urns).
+Two baselines (engine URN format; aliases resolved the way the engine does,
+offline.engine.Recording.alias_urns): tests/data/urns-before-platform-split.json holds the four
+standalone stacks' URNs at main bdd6aab, before the platform/pairing split;
+tests/data/urns-before-two-wings.json every stack's, before components/ became platform/ and
+pairing/ and the benchmark component was split into its parts.
 """
 from __future__ import annotations
 
@@ -13,7 +16,9 @@ import pytest
 
 from .conftest import STANDALONE, recorded
 
-BEFORE = json.loads((Path(__file__).parent / "data" / "urns-before-platform-split.json").read_text())
+DATA = Path(__file__).parent / "data"
+BEFORE = json.loads((DATA / "urns-before-platform-split.json").read_text())
+BEFORE_WINGS = json.loads((DATA / "urns-before-two-wings.json").read_text())
 
 
 def reachable(recording) -> dict[str, str]:
@@ -53,6 +58,17 @@ def test_renamed_resources_keep_their_type_or_are_aliased_components(stack):
         old_type = urn.split("::")[2].split("$")[-1]
         new_type = by_urn[answers[urn]].type
         assert new_type == renamed_types.get(old_type, old_type), (urn, new_type)
+
+
+@pytest.mark.parametrize("stack", sorted(BEFORE_WINGS["stacks"]))
+def test_every_urn_before_the_two_wings_is_kept_or_aliased_by_a_resource_of_its_type(stack):
+    recording = recorded(stack)
+    answers = reachable(recording)
+    by_urn = {r.urn: r for r in recording.resources}
+    missing = [urn for urn in BEFORE_WINGS["stacks"][stack] if urn not in answers]
+    assert missing == []
+    for urn in BEFORE_WINGS["stacks"][stack]:
+        assert by_urn[answers[urn]].type == urn.split("::")[2].split("$")[-1], urn
 
 
 def test_an_alias_the_engine_would_not_resolve_is_not_counted():
