@@ -26,6 +26,7 @@ vllm-neuron (FACTS.md, "vLLM on Neuron", "Serving engines")."""
 
 # Mountpoint for S3 is mounted at the same path as in the sample (seed 000).
 MODEL_STORE_MOUNT_PATH = "/var/mdl"
+RESULTS_ROOT = "results/"
 CONTAINER_INSIGHTS_LOG_KINDS = ("application", "dataplane", "host", "performance")
 
 
@@ -236,6 +237,13 @@ class Variant:
         return f"compiled/{slug(self.target)}/{shape}-{self.compile_fingerprint}"
 
     @property
+    def startup_budget_seconds(self) -> int:
+        """How long a first start may take (download, compile, load) before the startup probe gives
+        up: it grows with the larger model, 3 to 12 hours; the EKS sample allows ~4.75 h for 32B."""
+        params = max(self.target_info.params_billion, self.draft_info.params_billion if self.draft_info else 0)
+        return int(min(12 * 3600, max(3 * 3600, 3600 + 450 * params)))
+
+    @property
     def gated_models(self) -> tuple[str, ...]:
         models = [(self.target, self.target_info)] + ([(self.draft, self.draft_info)] if self.draft_info else [])
         return tuple(name for name, info in models if info.gated)
@@ -352,6 +360,11 @@ class StackSpec:
     def volume_name(self) -> str:
         """Name of the pairing's PersistentVolume onto the model store (cluster-scoped)."""
         return f"{prefixed(self.stack)}-model-store"
+
+    @property
+    def results_prefix(self) -> str:
+        """Where the pairing's benchmark runs go in the (possibly shared) bucket: results/<pairing>/<run-id>/."""
+        return f"{RESULTS_ROOT}{self.name}/"
 
     @property
     def dashboard_name(self) -> str:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from components.benchmark import results_prefix
 from offline.stacks import load_stack
 
 STACK = "qwen3-32b-qwen3-1.7b"
 SPEC = load_stack(STACK).spec()
 CLUSTER = SPEC.cluster_name
 NAMESPACE = SPEC.namespace
-RESULTS = results_prefix(SPEC)
+RESULTS = SPEC.results_prefix
 # A marker in the kubeconfig: it is a secret output and must never reach the tools' output.
 SECRET_MARKER = "LS0tLS1CRUdJTi1TRUNSRVQtQ0EtREFUQQ"
 

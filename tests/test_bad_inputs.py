@@ -158,7 +158,7 @@ def test_a_gated_stack_with_another_problem_is_not_told_its_token_is_missing(pro
 
 
 def test_the_dashboard_rule_counts_what_the_dashboard_draws():
-    from components.benchmark import dashboard_body
+    from components.pairing.dashboard import dashboard_body
     from offline.stacks import load_stack
     from stackconfig.catalog import DASHBOARD_WIDGETS_PER_TEST_CASE
 
@@ -171,7 +171,8 @@ def test_the_largest_allowed_prompts_fit_the_config_map():
     """Guards TEST_CASE_PROMPTS_MAX_BYTES: at the limit, the benchmark ConfigMap is under 1 MiB."""
     import json
 
-    from components.benchmark import pod_code, run_config
+    from benchmark.pod import pod_code
+    from components.pairing.benchmark import run_config
     from offline.stacks import load_stack
     from stackconfig.catalog import CONFIG_MAP_MAX_BYTES, TEST_CASE_PROMPTS_MAX_BYTES
 

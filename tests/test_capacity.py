@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from offline.stacks import load_stack, run_stack
-from components.trn2_nodes import node_pool_spec
+from components.pairing.trn2_nodes import node_pool_spec
 from stackconfig import ConfigError
 
 from .helpers import assert_least_privilege, child, role_documents, trust_condition

@@ -131,7 +131,7 @@ def test_kube_proxy_minor_is_the_clusters_for_every_pinned_kubernetes_version():
 def test_an_eks_default_that_breaks_a_requirement_is_refused_before_it_is_installed():
     import pulumi
 
-    from components.addons import checked_build
+    from components.platform.addons import checked_build
 
     assert checked_build("aws-mountpoint-s3-csi-driver", "1.35", "v2.4.0-eksbuild.1") == "v2.4.0-eksbuild.1"
     with pytest.raises(pulumi.RunError, match="aws-mountpoint-s3-csi-driver build for Kubernetes 1.35 is v1.15.0-eksbuild.1"):

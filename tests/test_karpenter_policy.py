@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from components.karpenter_policy import DEVIATIONS
+from components.platform.karpenter_policy import DEVIATIONS
 from stackconfig.versions import KARPENTER
 
 from .helpers import role_documents

@@ -7,7 +7,7 @@ import subprocess
 import textwrap
 from pathlib import Path
 
-from components.serving import SERVE_SCRIPT
+from components.pairing.serving import SERVE_SCRIPT
 
 FAKE_VLLM = textwrap.dedent("""\
     #!/usr/bin/env python3

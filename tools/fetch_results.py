@@ -19,7 +19,6 @@ from typing import Any
 
 from benchmark.report import write_report
 from benchmark.results import RUN_FILE
-from components.benchmark import results_prefix
 
 from .stack import ToolError, aws_session, bucket_of, pairing_spec, run_tool
 
@@ -55,7 +54,7 @@ def fetch(args: argparse.Namespace) -> int:
     spec = pairing_spec(args.stack)
     client = aws_session(spec.region).client("s3", region_name=spec.region)
     bucket = args.bucket or bucket_of(args.stack)
-    results = results_prefix(spec)
+    results = spec.results_prefix
     runs = run_ids(client, bucket, results)
     if not runs:
         raise ToolError(f"no benchmark runs under s3://{bucket}/{results} yet: a run uploads run.json as soon as its "

@@ -10,7 +10,7 @@ import math
 from datetime import datetime
 from typing import Any
 
-from components.network import NetworkArgs, ZoneSelectionError, choose_zones, unoffered_zones
+from stackconfig.zones import ZoneSelectionError, platform_zones, unoffered_zones
 from stackconfig import PlatformSpec, StackSpec
 
 from tools.stack import one_line
@@ -32,8 +32,8 @@ def offered_zones(ec2: Any, instance_type: str) -> list[str]:
 
 
 def check_offerings(platform: PlatformSpec, offered: list[str], reservations_possible: bool) -> tuple[Result, list[str]]:
-    """The zones the platform's network will span (components/network.py choose_zones, the
-    program's own rule) and whether the accelerator instance type is offered in them. Returns the
+    """The zones the platform's network will span (stackconfig/zones.py, the rule the
+    program's network applies) and whether the accelerator instance type is offered in them. Returns the
     zones too: the reservation and Capacity Block checks compare against them.
 
     `reservations_possible`: a stack on reserved capacity, or a platform (its pairings may be),
@@ -42,7 +42,7 @@ def check_offerings(platform: PlatformSpec, offered: list[str], reservations_pos
     hint = (f"aws ec2 describe-instance-type-offerings --location-type availability-zone "
             f"--filters Name=instance-type,Values={instance_type} --region <r> lists them")
     try:
-        zones = choose_zones(offered, NetworkArgs.from_spec(platform))
+        zones = platform_zones(offered, platform)
     except ZoneSelectionError as error:
         return Result("FAIL", OFFERINGS, str(error), f"{hint}; or buy a Capacity Block and name its zone and a "
                                                    f"second one in cluster.availabilityZones"), []

@@ -2,7 +2,7 @@
 
     provisioning  ~25 min: the first `pulumi up` (README, "Bring a pairing up": 20-25 minutes)
     start         the slowest variant's startup budget (components/vllm_variant.py
-                  startup_budget_seconds: download + compile + load, 3-12 h), an upper bound
+                  Variant.startup_budget_seconds: download + compile + load, 3-12 h), an upper bound
     benchmark     test cases x requests x variants, each request output tokens x 50 ms, run
                   `concurrency` at a time
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from components.vllm_variant import startup_budget_seconds
 from stackconfig import StackSpec
 
 PROVISIONING_HOURS = 25 / 60
@@ -42,6 +41,6 @@ def run_estimate(spec: StackSpec) -> RunEstimate:
     benchmark_seconds = requests * b.output_tokens * SECONDS_PER_OUTPUT_TOKEN / b.concurrency
     return RunEstimate(
         provisioning_hours=PROVISIONING_HOURS,
-        startup_hours=max(startup_budget_seconds(v) for v in spec.variants) / 3600,
+        startup_hours=max(v.startup_budget_seconds for v in spec.variants) / 3600,
         benchmark_hours=benchmark_seconds / 3600,
     )

@@ -9,7 +9,7 @@ import pulumi_kubernetes as k8s
 
 from stackconfig import StackSpec
 
-from .handle import ClusterHandle
+from ..handle import ClusterHandle
 from .vllm_variant import VllmVariant, VllmVariantArgs
 
 SERVE_SCRIPT = Path(__file__).parent / "scripts" / "serve.sh"

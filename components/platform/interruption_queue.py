@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from .iam import deny_insecure_transport, policy_document
+from ..iam import deny_insecure_transport, policy_document
 
 # EventBridge events Karpenter acts on (FACTS.md, "Interruption queue").
 INTERRUPTION_EVENTS = {

@@ -9,6 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from stackconfig import PlatformSpec
+from stackconfig.zones import ZoneSelectionError, choose_zones, unoffered_zones
 
 
 @dataclass(frozen=True)
@@ -34,11 +35,6 @@ class NetworkArgs:
                    availability_zones=platform.cluster.availability_zones)
 
 
-class ZoneSelectionError(pulumi.RunError):
-    """The region cannot host the stack's instance type in enough zones. RunError: the engine
-    prints the message without a stack trace."""
-
-
 def offered_zones(instance_type: str, parent: pulumi.Resource) -> list[str]:
     """AZ names of the region that offer `instance_type`, from EC2 DescribeInstanceTypeOfferings
     (location type availability-zone). A plain invoke: it runs at preview too, so the subnets and
@@ -51,27 +47,6 @@ def offered_zones(instance_type: str, parent: pulumi.Resource) -> list[str]:
     return sorted(set(offerings.locations))
 
 
-def choose_zones(offered: list[str], args: NetworkArgs) -> list[str]:
-    """The zones the VPC spans: the configured ones, else the first offering zones by name.
-
-    Configured zones are used even where the type has no on-demand offering: a Capacity Block can
-    be bought there (FACTS.md, "Regions and capacity"); `unoffered_zones` names them."""
-    if args.availability_zones:
-        return list(args.availability_zones)
-    if len(offered) < args.availability_zone_count:
-        raise ZoneSelectionError(
-            f"capacity.instanceType {args.instance_type} is offered in {len(offered)} availability zone(s) of "
-            f"aws:region {args.region} ({', '.join(offered) or 'none'}); the cluster needs "
-            f"{args.availability_zone_count}. Choose another aws:region (`make preflight` lists offerings) or name "
-            f"the zones in cluster.availabilityZones.")
-    return offered[:args.availability_zone_count]
-
-
-def unoffered_zones(offered: list[str], zones: list[str]) -> list[str]:
-    """Chosen zones without an on-demand offering of the instance type: only a reservation launches there."""
-    return [z for z in zones if z not in offered]
-
-
 class Network(pulumi.ComponentResource):
     vpc_id: pulumi.Output[str]
     private_subnet_ids: list[pulumi.Output[str]]
@@ -82,7 +57,11 @@ class Network(pulumi.ComponentResource):
         super().__init__("sdtrn2:network:Network", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         offered = offered_zones(args.instance_type, self)
-        zones = choose_zones(offered, args)
+        try:
+            zones = choose_zones(offered, region=args.region, instance_type=args.instance_type,
+                                 count=args.availability_zone_count, configured=args.availability_zones)
+        except ZoneSelectionError as error:
+            raise pulumi.RunError(str(error)) from None  # the engine prints it without a stack trace
         missing = unoffered_zones(offered, zones)
         if missing:
             pulumi.log.warn(f"cluster.availabilityZones {', '.join(missing)}: {args.instance_type} has no on-demand "

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from .handle import ClusterHandle
+from ..handle import ClusterHandle
 
 
 @dataclass(frozen=True)

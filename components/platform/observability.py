@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from ..identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
 from .addons import addon_version
-from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
 
 ADDON = "amazon-cloudwatch-observability"
 AGENT_NAMESPACE = "amazon-cloudwatch"

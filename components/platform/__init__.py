@@ -9,13 +9,18 @@ import pulumi_aws as aws
 from stackconfig import PlatformSpec
 from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION
 
+from ..handle import ClusterHandle
 from .cluster import Cluster, ClusterArgs
-from .handle import ClusterHandle
 from .karpenter import Karpenter, KarpenterArgs
 from .model_store import ModelStore, ModelStoreArgs
 from .network import Network, NetworkArgs
 from .neuron_dra import NeuronDra, NeuronDraArgs
-from .observability import ClusterLogGroups, ClusterLogGroupsArgs, ContainerInsights, ContainerInsightsArgs
+from .observability import (
+    ClusterLogGroups,
+    ClusterLogGroupsArgs,
+    ContainerInsights,
+    ContainerInsightsArgs,
+)
 
 
 def stack_tags(project: str, stack: str, extra: dict[str, str]) -> dict[str, str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .iam import policy_document
+from ..iam import policy_document
 
 # Sid -> why this policy differs from upstream there; a deviation must be written down here to
 # pass the diff test (tests/test_karpenter_policy.py).

@@ -9,8 +9,8 @@ import pulumi_kubernetes as k8s
 
 from stackconfig.versions import KARPENTER, KARPENTER_CHART, KARPENTER_CRD_CHART
 
-from .iam import ec2_node_role
-from .identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
+from ..iam import ec2_node_role
+from ..identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
 from .interruption_queue import InterruptionQueue, InterruptionQueueArgs
 from .karpenter_policy import controller_policy
 

@@ -10,10 +10,10 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from ..handle import SYSTEM_NODE_LABEL
+from ..iam import ec2_node_role
+from ..identity import Mechanism, WorkloadIdentity
 from .addons import addon_version
-from .handle import SYSTEM_NODE_LABEL
-from .iam import ec2_node_role
-from .identity import Mechanism, WorkloadIdentity
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import pulumi_kubernetes as k8s
 
 from stackconfig.model import CapacitySettings
 
-from .handle import PAIRING_LABEL, ClusterHandle
+from ..handle import PAIRING_LABEL, ClusterHandle
 
 
 def ec2_node_class_spec(cluster_name: pulumi.Input[str], node_role_name: pulumi.Input[str], capacity: CapacitySettings,

@@ -15,9 +15,9 @@ import pulumi_kubernetes as k8s
 from stackconfig.catalog import INSTANCE_SHAPES
 from stackconfig.model import MODEL_STORE_MOUNT_PATH, Variant
 
+from ..handle import ClusterHandle
+from .claim_templates import CLAIM_REQUEST
 from .engines import NODE_CACHE_MOUNT, VLLM_PORT, server
-from .handle import ClusterHandle
-from .neuron_dra import CLAIM_REQUEST
 
 SCRIPT_MOUNT = "/opt/sd-trn2"
 # Left of the node's allocatable (as Karpenter models it: InstanceShape.allocatable_*) for the
@@ -36,12 +36,6 @@ def endpoint(variant: Variant, namespace: str) -> str:
 
 def workload_name(variant: Variant) -> str:
     return f"vllm-{variant.name}"
-
-
-def startup_budget_seconds(variant: Variant) -> int:
-    """Download + compile + load grows with the model: the sample allows ~4.75 h for 32B."""
-    params = max(variant.target_info.params_billion, variant.draft_info.params_billion if variant.draft_info else 0)
-    return int(min(12 * 3600, max(3 * 3600, 3600 + 450 * params)))
 
 
 def resource_requests(variant: Variant, instance_type: str) -> dict[str, str]:
@@ -66,7 +60,7 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
     """Plain data with Outputs only at the leaves (the script ConfigMap's name)."""
     engine = server(variant, token_secret)
     probe = {"httpGet": {"path": "/health", "port": VLLM_PORT}}
-    budget = startup_budget_seconds(variant)
+    budget = variant.startup_budget_seconds
     requests = resource_requests(variant, instance_type)
     return {
         "nodeSelector": node_labels,

@@ -10,11 +10,13 @@ import pulumi_aws as aws
 
 from stackconfig import StackSpec
 
+from ..handle import PAIRING_LABEL, ClusterHandle
 from .benchmark import Benchmark, BenchmarkArgs
-from .handle import PAIRING_LABEL, ClusterHandle
+from .benchmark_access import BenchmarkAccess, BenchmarkAccessArgs
+from .claim_templates import ClaimTemplates, ClaimTemplatesArgs
+from .dashboard import Dashboard, DashboardArgs
 from .model_access import ModelAccess, ModelAccessArgs
-from .model_store import ModelVolume, ModelVolumeArgs
-from .neuron_dra import ClaimTemplates, ClaimTemplatesArgs
+from .model_volume import ModelVolume, ModelVolumeArgs
 from .serving import Serving, ServingArgs
 from .trn2_nodes import Trn2Nodes, Trn2NodesArgs
 from .workspace import Workspace, WorkspaceArgs
@@ -70,20 +72,22 @@ def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[
         token_secret=model_access.secret_name if model_access else None,
         depends_on=[trn2.node_pool, *claims.templates, volume.claim, *([model_access.secret] if model_access else [])],
     ))
+    access = BenchmarkAccess("benchmark-access", BenchmarkAccessArgs(
+        spec=spec, cluster=cluster, namespace=workspace.namespace, tags=tags), opts=with_aws)
     benchmark = Benchmark("benchmark", BenchmarkArgs(
         spec=spec,
         cluster=cluster,
         namespace=workspace.namespace,
         endpoints=serving.endpoints,
-        depends_on=[serving],
-        tags=tags,
+        depends_on=[serving, *access.grants],
         token_secret=model_access.secret_name if model_access else None,
-    ), opts=with_aws)
+    ))
+    dashboard = Dashboard("dashboard", DashboardArgs(spec=spec), opts=with_aws)
     return Pairing(
         namespace=workspace.namespace,
         claim_templates=claims.names,
         endpoints=serving.endpoints,
-        dashboard_url=benchmark.dashboard_url,
+        dashboard_url=dashboard.url,
         results_prefix=benchmark.results_prefix,
         benchmark_cron_job=benchmark.cron_job_name,
     )

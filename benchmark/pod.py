@@ -1,0 +1,93 @@
+"""What the benchmark pod is: the code and lock it is given, where it mounts them, the script it
+starts with, and what it sends LLMPerf. The Pulumi components (components/pairing/benchmark.py)
+build the Job from these facts; validation (stackconfig/parse.py) checks config against them.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+# What the pod runs (standard library + the lock's boto3); report.py, seedcompare.py and seeds.py
+# stay on the operator's side (report.png needs matplotlib).
+POD_MODULES = ("__init__.py", "acceptance.py", "analysis.py", "driver.py", "podsetup.py", "proxy.py", "publish.py",
+               "results.py", "telemetry.py")
+POD_LOCK = "requirements-pod.lock"
+TOKENIZER_CACHE_PREFIX = "cache/tokenizers/"
+"""Bucket prefix of LLMPerf's tokenizer, downloaded once and restored from there (podsetup.py)."""
+CODE_MOUNT = "/opt/benchmark"
+LLMPERF_DIR = "/opt/llmperf"
+HF_HOME = "/opt/hf"
+RUN_CONFIG = "run-config.json"
+
+# The EKS sample's eight LLMPerf test cases (docs/facts.md, "LLMPerf"); the keys become the
+# CloudWatch TestCase dimension. None keeps LLMPerf's own sonnet.txt (the "original sonnets" case).
+SAMPLE_TEST_CASES: dict[str, str | None] = {
+    "counting": "counting numbers from 1 ",
+    "sonnets": None,
+    "single-letter": "a",
+    "hello-world": "hello world ",
+    "cat-on-mat": "the cat sat on the mat. ",
+    "json-fixed-keys": "Output valid JSON with fixed keys",
+    "python-skeleton": "Write a simple Python function skeleton",
+    "one-to-twenty": "List numbers from one to twenty",
+}
+
+# The dashboard's layout (components/pairing/dashboard.py), in the metrics publish.py publishes: per
+# test case, a row for latency and one beneath it for tokens, acceptance and the Neuron devices,
+# each widget (metric names, statistic).
+DASHBOARD_ROWS = (
+    ((("TimePerOutputToken",), "p50"), (("EndToEndLatency",), "p50"), (("TTFT",), "p50"), (("RequestOutputThroughput",), "p50")),
+    ((("OutputTokens",), "p50"), (("AcceptanceRate", "ImpliedAcceptanceRate"), "Average"),
+     (("NeuronCoreUtilization",), "Average"), (("NeuronMemoryUsed",), "Maximum")),
+)
+DASHBOARD_WIDGETS_PER_TEST_CASE = sum(len(row) for row in DASHBOARD_ROWS)
+
+DEFAULT_SAMPLING_PARAMS = {"temperature": 0}
+MIN_INPUT_TOKENS = 40
+"""LLMPerf redraws a prompt length until it covers its own prompt template; with the driver's
+stddev 0 a shorter target never does and LLMPerf spins without sending a request (seen running
+ray-project/llmperf f1d6bed; the redraw loop is src/llmperf/utils.py
+randomly_sample_sonnet_lines_prompt). It warns below 40 itself (token_benchmark_ray.py
+run_token_benchmark)."""
+RESERVED_SAMPLING_KEYS = ("max_tokens", "messages", "model", "stream", "stream_options")
+"""Request fields the benchmark sets itself: LLMPerf sends model, messages, stream and max_tokens
+(ray-project/llmperf@f1d6bed src/llmperf/ray_clients/openai_chat_completions_client.py
+llm_request, max_tokens from token_benchmark_ray.py launch_request), and the measuring proxy adds
+stream_options (proxy.py with_usage)."""
+
+
+def manifest_key(commit: str) -> str:
+    """ConfigMap keys allow no "/": the manifest's key, mounted at benchmark/llmperf/<commit>.manifest."""
+    return f"llmperf-{commit}.manifest"
+
+
+def pod_code(llmperf_commit: str) -> dict[str, str]:
+    """The files the pod is given (ConfigMap data): its modules, the lock, the LLMPerf manifest."""
+    code = {name: (PACKAGE_DIR / name).read_text() for name in POD_MODULES + (POD_LOCK,)}
+    code[manifest_key(llmperf_commit)] = (PACKAGE_DIR / "llmperf" / f"{llmperf_commit}.manifest").read_text()
+    return code
+
+
+def code_items(llmperf_commit: str) -> list[dict[str, str]]:
+    """Where each ConfigMap key is mounted under CODE_MOUNT."""
+    return [{"key": name, "path": f"benchmark/{name}"} for name in POD_MODULES + (POD_LOCK,)] + [
+        {"key": manifest_key(llmperf_commit), "path": f"benchmark/llmperf/{llmperf_commit}.manifest"},
+        {"key": RUN_CONFIG, "path": RUN_CONFIG}]
+
+
+def setup_script(llmperf_commit: str) -> str:
+    """Install the hash-locked dependencies, fetch and verify LLMPerf and its tokenizer
+    (podsetup.py), then run the driver offline from the hub. Any failed step ends the pod with a
+    FATAL line and a non-zero exit, so the Job fails."""
+    return "\n".join([
+        "set -euo pipefail",
+        f"cd {CODE_MOUNT}",
+        'echo "installing the benchmark\'s Python dependencies (benchmark/requirements-pod.lock, hash-checked)"',
+        f"pip install --quiet --no-cache-dir --disable-pip-version-check --require-hashes --no-deps -r benchmark/{POD_LOCK}"
+        f" || {{ echo 'FATAL: benchmark setup failed: pip could not install benchmark/{POD_LOCK}' >&2; exit 2; }}",
+        f"python -m benchmark.podsetup --commit {llmperf_commit} --dest {LLMPERF_DIR} --hf-home {HF_HOME}"
+        f' --bucket "$RESULTS_BUCKET" --cache-prefix {TOKENIZER_CACHE_PREFIX}',
+        f"export HF_HOME={HF_HOME} HF_HUB_OFFLINE=1",
+        f"exec python -m benchmark.driver --config {CODE_MOUNT}/{RUN_CONFIG} --results-dir /results"
+        f' --llmperf-dir {LLMPERF_DIR} --namespace "$METRICS_NAMESPACE" --bucket "$RESULTS_BUCKET" --prefix "$RESULTS_PREFIX"',
+    ])

@@ -1,0 +1,148 @@
+"""The LLMPerf benchmark run: the pod's code and run config (a ConfigMap), a Job per configuration,
+and a suspended CronJob to run it again. What the pod may do is BenchmarkAccess
+(benchmark_access.py); what it publishes is shown by the Dashboard (dashboard.py)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from benchmark.pod import CODE_MOUNT, RUN_CONFIG, code_items, pod_code, setup_script
+from stackconfig import StackSpec
+
+from ..handle import ClusterHandle
+from .benchmark_access import SERVICE_ACCOUNT
+from .model_access import token_env
+from .vllm_variant import labels
+
+CRONJOB_NAME = "llmperf"
+
+
+def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
+    """One variant as the driver sees it. Model facts come from the variant itself, which holds
+    those of catalog and declared models alike (a model declared under `models:` is in no catalog)."""
+    v = spec.variant(name)
+    shape = spec.capacity.shape
+    # The variant's share of the node's price, by devices (a node runs variants side by side).
+    hourly = shape.approx_hourly_usd * v.devices / shape.neuron_devices if shape.approx_hourly_usd else None
+    return {"name": v.name, "role": v.role, "baseline": v.baseline, "target": v.target, "draft": v.draft,
+            "numSpeculativeTokens": v.num_speculative_tokens, "servedModelName": v.served_model_name,
+            "quantization": v.quantization, "devices": v.devices, "endpoint": endpoint, "podSelector": labels(v),
+            "costPerHourUsd": hourly, "targetParamsBillion": v.target_info.params_billion,
+            "draftParamsBillion": v.draft_info.params_billion if v.draft_info else None}
+
+
+def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
+    """What the driver needs to know about the stack (mounted as run-config.json)."""
+    b = spec.benchmark
+    return {
+        "stack": spec.stack,
+        "clusterName": spec.cluster_name,
+        "seed": b.seed,
+        "llmperfCommit": b.llmperf_commit,
+        "shape": {"inputTokens": b.input_tokens, "outputTokens": b.output_tokens, "concurrency": b.concurrency,
+                  "requestsPerTestCase": b.requests_per_test_case, "requestTimeoutSeconds": b.request_timeout_s,
+                  "samplingParams": b.sampling_params},
+        "testCases": b.test_cases,
+        "variants": [variant_config(spec, v.name, endpoints[v.name]) for v in spec.variants],
+    }
+
+
+def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Input[str], prefix: str,
+             node_selector: dict[str, str], token_secret: str | None) -> dict:
+    """Plain data with Outputs only at the leaves (ConfigMap and bucket names)."""
+    commit = spec.benchmark.llmperf_commit
+    return {
+        # A run takes hours; a failure should be looked at, not silently repeated.
+        "backoffLimit": 0,
+        "activeDeadlineSeconds": 48 * 3600,
+        "template": {
+            "metadata": {"labels": {"app.kubernetes.io/name": "llmperf"}},
+            "spec": {
+                "serviceAccountName": SERVICE_ACCOUNT,
+                "restartPolicy": "Never",
+                # On SIGTERM (the deadline) the driver marks run.json failed and uploads it.
+                "terminationGracePeriodSeconds": 60,
+                # On the on-demand system nodes: the benchmark must not take trn2 capacity.
+                "nodeSelector": node_selector,
+                "containers": [{
+                    "name": "llmperf",
+                    "image": spec.benchmark.image,
+                    "command": ["bash", "-c", setup_script(commit)],
+                    "env": [
+                        {"name": "METRICS_NAMESPACE", "value": spec.benchmark.metrics_namespace},
+                        {"name": "RESULTS_BUCKET", "value": bucket},
+                        {"name": "RESULTS_PREFIX", "value": prefix},
+                        {"name": "JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}},
+                        {"name": "PYTHONUNBUFFERED", "value": "1"},
+                    ] + token_env(token_secret),  # the tokenizer download uses the stack's token when it has one
+                    "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
+                    "volumeMounts": [{"name": "code", "mountPath": CODE_MOUNT, "readOnly": True},
+                                     {"name": "results", "mountPath": "/results"}],
+                }],
+                "volumes": [{"name": "code", "configMap": {"name": config_map, "items": code_items(commit)}},
+                            {"name": "results", "emptyDir": {}}],
+            },
+        },
+    }
+
+
+@dataclass(frozen=True)
+class BenchmarkArgs:
+    spec: StackSpec
+    cluster: ClusterHandle
+    namespace: pulumi.Input[str]
+    """The Workspace's namespace Output: objects wait for it."""
+    endpoints: dict[str, str]
+    depends_on: list[pulumi.Resource]
+    """The servers and the pod's grants (BenchmarkAccess): a run starts after them, and goes before them on destroy."""
+    token_secret: str | None = None
+    """The Hugging Face token's Secret, if the stack has one (ModelAccess)."""
+
+
+class Benchmark(pulumi.ComponentResource):
+    results_prefix: pulumi.Output[str]
+    cron_job_name: str
+    """The suspended CronJob `make benchmark` creates a new run from."""
+
+    def __init__(self, name: str, args: BenchmarkArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sdtrn2:benchmark:Benchmark", name, None, opts)
+        spec, cluster = args.spec, args.cluster
+        prefix = spec.results_prefix
+        config = run_config(spec, args.endpoints)
+        code = pod_code(spec.benchmark.llmperf_commit)
+        config_map = k8s.core.v1.ConfigMap(
+            f"{name}-code",
+            metadata={"name": "llmperf-benchmark", "namespace": args.namespace},
+            data={**code, RUN_CONFIG: json.dumps(config, indent=2, sort_keys=True)},
+            opts=cluster.k8s_options(self),
+        )
+        body = job_spec(spec, config_map.metadata.name, cluster.model_bucket, prefix, cluster.system_node_selector,
+                        args.token_secret)
+        # A new configuration (or benchmark code) is a new Job, so each run's Job is kept and
+        # `pulumi up` re-runs the benchmark only when what it measures changed. The name is
+        # derived from plain config, so `pulumi preview` shows it.
+        plain_body = job_spec(spec, "", "", prefix, cluster.system_node_selector, args.token_secret)
+        fingerprint = hashlib.sha256(json.dumps([config, code, plain_body], sort_keys=True).encode()).hexdigest()[:8]
+        run_opts = cluster.k8s_options(self, depends_on=[config_map, *args.depends_on])
+        k8s.batch.v1.CronJob(
+            f"{name}-template",
+            metadata={"name": CRONJOB_NAME, "namespace": args.namespace},
+            # Never scheduled: the template for `make benchmark` (kubectl create job --from=cronjob/llmperf).
+            spec={"schedule": "0 0 1 1 *", "suspend": True, "concurrencyPolicy": "Forbid",
+                  "jobTemplate": {"spec": body}},
+            opts=run_opts,
+        )
+        k8s.batch.v1.Job(
+            f"{name}-run",
+            metadata={"name": f"llmperf-{fingerprint}", "namespace": args.namespace,
+                      "annotations": {"pulumi.com/skipAwait": "true"}},
+            spec=body,
+            opts=run_opts,
+        )
+        self.results_prefix = pulumi.Output.concat("s3://", cluster.model_bucket, "/", prefix)
+        self.cron_job_name = CRONJOB_NAME
+        self.register_outputs({"resultsPrefix": self.results_prefix})

@@ -1,0 +1,95 @@
+"""What the benchmark pod may do: its IAM role (CloudWatch metrics, its results prefix, the
+tokenizer cache), its service account, and a namespaced Role to find each variant's pod and devices."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from benchmark.pod import TOKENIZER_CACHE_PREFIX
+from stackconfig import StackSpec
+
+from ..handle import ClusterHandle
+from ..iam import policy_document
+from ..identity import WorkloadRole, WorkloadRoleArgs
+
+SERVICE_ACCOUNT = "llmperf"
+PLACEMENT_ROLE = "llmperf-placement"
+
+
+def benchmark_parent() -> str:
+    """The URN of the one benchmark component whose parts are now components of their own: their
+    resources answer to their URNs under it through aliases (tests/test_urn_stability.py)."""
+    return pulumi.create_urn("benchmark", "sdtrn2:benchmark:Benchmark")
+
+
+def runner_policy(namespace: str, bucket_arn: str, prefix: str) -> dict:
+    return policy_document([
+        {"Sid": "PublishBenchmarkMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
+         # PutMetricData has no resource ARN; the namespace condition is its scope.
+         "Condition": {"StringEquals": {"cloudwatch:namespace": namespace}}},
+        # Container Insights' Neuron metrics of the variants' devices (benchmark/telemetry.py).
+        # Neither action supports resource-level permissions, hence "*"; both only read.
+        {"Sid": "ReadNeuronTelemetry", "Effect": "Allow", "Action": ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"],
+         "Resource": "*"},
+        {"Sid": "WriteBenchmarkResults", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
+         "Resource": f"{bucket_arn}/{prefix}*"},
+        # LLMPerf's tokenizer, downloaded once and restored from here (benchmark/podsetup.py).
+        {"Sid": "TokenizerCache", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
+         "Resource": f"{bucket_arn}/{TOKENIZER_CACHE_PREFIX}*"},
+        {"Sid": "ListTokenizerCache", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
+         "Condition": {"StringLike": {"s3:prefix": [f"{TOKENIZER_CACHE_PREFIX}*"]}}},
+    ])
+
+
+def placement_rules() -> list[dict]:
+    """What the driver reads to find a variant's node and Neuron devices (benchmark/telemetry.py)."""
+    return [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
+            {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list"]}]
+
+
+@dataclass(frozen=True)
+class BenchmarkAccessArgs:
+    spec: StackSpec
+    cluster: ClusterHandle
+    namespace: pulumi.Input[str]
+    """The Workspace's namespace Output: objects wait for it."""
+    tags: dict[str, str]
+
+
+class BenchmarkAccess(pulumi.ComponentResource):
+    """The benchmark pod's identity: everything it may do, and nothing else."""
+
+    service_account: k8s.core.v1.ServiceAccount
+    grants: list[pulumi.Resource]
+    """The role, service account and RBAC: the benchmark's Job and CronJob wait for them."""
+
+    def __init__(self, name: str, args: BenchmarkAccessArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("sdtrn2:benchmark:BenchmarkAccess", name, None, opts)
+        spec, cluster = args.spec, args.cluster
+        moved = pulumi.Alias(parent=benchmark_parent())
+        role = WorkloadRole("benchmark-runner", WorkloadRoleArgs(
+            identity=cluster.identity,
+            namespace=spec.namespace,
+            service_account=SERVICE_ACCOUNT,
+            policy=pulumi.Output.from_input(cluster.model_bucket_arn).apply(
+                lambda arn: runner_policy(spec.benchmark.metrics_namespace, arn, spec.results_prefix)),
+            tags=args.tags,
+        ), opts=pulumi.ResourceOptions(parent=self, aliases=[moved, pulumi.Alias(parent=benchmark_parent(),
+                                                                                 type_="sdtrn2:iam:IrsaRole")]))
+        self.service_account = k8s.core.v1.ServiceAccount(
+            "benchmark-sa",
+            metadata={"name": SERVICE_ACCOUNT, "namespace": args.namespace, "annotations": role.annotations},
+            opts=cluster.k8s_options(self, aliases=[moved]),
+        )
+        placement = k8s.rbac.v1.Role(
+            "benchmark-placement", metadata={"name": PLACEMENT_ROLE, "namespace": args.namespace},
+            rules=placement_rules(), opts=cluster.k8s_options(self, aliases=[moved]))
+        binding = k8s.rbac.v1.RoleBinding(
+            "benchmark-placement", metadata={"name": PLACEMENT_ROLE, "namespace": args.namespace},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": PLACEMENT_ROLE},
+            subjects=[{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": spec.namespace}],
+            opts=cluster.k8s_options(self, aliases=[moved]))
+        self.grants = [role, self.service_account, placement, binding]
+        self.register_outputs({"serviceAccount": SERVICE_ACCOUNT, "roleArn": role.arn})
