@@ -19,7 +19,7 @@ from stackconfig import ConfigError, PlatformSpec, StackSpec
 from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION, stack_addons
 
 from .engine import Recording
-from .stacks import ROOT, load_stack, run_stack, stack_names
+from .stacks import PROJECT_DIR, load_stack, run_stack, stack_names
 
 
 def write_plan(recording: Recording, out_dir: Path) -> None:
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preview", action="store_true",
                         help="run as `pulumi preview` does: values a provider computes at create time are unknown")
     args = parser.parse_args(argv)
-    out_dir = (args.out or ROOT / "build" / ("preview" if args.preview else "plan")) / args.stack
+    out_dir = (args.out or PROJECT_DIR / "build" / ("preview" if args.preview else "plan")) / args.stack
     try:
         stack_input = load_stack(args.stack)
         spec = stack_input.spec()
@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     write_plan(recording, out_dir)
     print(summary(spec, recording, stack_input.notes))
-    print(f"\nWrote {out_dir.relative_to(ROOT) if out_dir.is_relative_to(ROOT) else out_dir}")
+    print(f"\nWrote {out_dir.relative_to(PROJECT_DIR) if out_dir.is_relative_to(PROJECT_DIR) else out_dir}")
     return 0
 
 

@@ -12,7 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .catalog import INSTANCE_SHAPES, InstanceShape, ModelInfo
-from .engines import KV_SEGMENT_SIZES, SINGLE_SHOT_PREFILL_MAX, Engine, powers_of_two_up_to
+from .engines import (
+    KV_SEGMENT_SIZES,
+    SINGLE_SHOT_PREFILL_MAX,
+    Engine,
+    powers_of_two_up_to,
+)
 from .naming import prefixed, slug, stack_slug
 
 Role = Literal["baseline", "sd"]

@@ -16,36 +16,27 @@ from benchmark.seeds import SEEDS
 
 from .catalog import (
     CAPACITY_TYPES,
-    DEVICES_PER_VARIANT,
-    KIND_NAMES,
-    MODEL_KINDS,
-    ModelInfo,
     DASHBOARD_MAX_WIDGETS,
     DASHBOARD_WIDGETS_PER_TEST_CASE,
     DEFAULT_TEST_CASES,
+    DEVICES_PER_VARIANT,
+    INSTANCE_SHAPES,
     KARPENTER_RESERVED_TAGS,
+    KIND_NAMES,
+    LOG_RETENTION_DAYS,
+    LOGICAL_NEURON_CORE_SIZES,
+    MIN_KUBERNETES_VERSION,
+    MODEL_KINDS,
+    MODELS,
     NEWEST_EKS_VERSION,
+    SPECULATIVE_TOKENS_RANGE,
+    SUPPORT_TYPES,
     TAG_KEY_MAX,
     TAG_VALUE_MAX,
     TEST_CASE_PROMPTS_MAX_BYTES,
-    INSTANCE_SHAPES,
-    LOGICAL_NEURON_CORE_SIZES,
-    MIN_KUBERNETES_VERSION,
-    MODELS,
-    SPECULATIVE_TOKENS_RANGE,
-    LOG_RETENTION_DAYS,
-    SUPPORT_TYPES,
     WORKLOAD_IDENTITIES,
+    ModelInfo,
     known_regions,
-)
-from .model import (
-    BenchmarkSettings,
-    CapacitySettings,
-    ClusterSettings,
-    PlatformSpec,
-    ServingSettings,
-    StackSpec,
-    Variant,
 )
 from .engines import (
     DFLASH_TENSOR_PARALLEL,
@@ -55,6 +46,15 @@ from .engines import (
     PROGRAM_NEURON_CONFIG_KEYS,
     SINGLE_SHOT_PREFILL_MAX,
     neuron_config_fields,
+)
+from .model import (
+    BenchmarkSettings,
+    CapacitySettings,
+    ClusterSettings,
+    PlatformSpec,
+    ServingSettings,
+    StackSpec,
+    Variant,
 )
 from .naming import name_problems, stack_slug
 from .versions import AMI_ALIASES, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS

@@ -1,39 +1,19 @@
-"""Read the stack's config from the Pulumi runtime as plain data."""
+"""The project's stack files, read as the Pulumi CLI hands them to the program, without Pulumi:
+for the offline plan, the tests and the operator tools (the program itself gets its config from the
+engine: components/runtime.py)."""
 from __future__ import annotations
 
-import json
+import copy
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pulumi
 import yaml
-from pulumi.runtime import config as runtime_config
 
-from .parse import ConfigError
+from .model import PlatformSpec, StackSpec
+from .parse import HUGGING_FACE_TOKEN_KEY, ConfigError, gated_models, parse_stack_config
 
-
-def stack_config() -> dict[str, Any]:
-    """Every "<namespace>:<key>" config entry of the stack, values decoded from the engine's JSON.
-
-    pulumi.Config can only fetch keys it is asked for; listing them all is what lets the parser
-    reject unknown (typically misspelled) keys and namespaces. The engine hands the program its
-    config through set_all_config (PULUMI_CONFIG for older hosts), so both places are read.
-    """
-    entries = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
-    decoded: dict[str, Any] = {}
-    for key, value in entries.items():
-        if isinstance(value, str) and value[:1] in "[{":
-            try:
-                value = json.loads(value)
-            except json.JSONDecodeError:
-                pass
-        decoded[key] = value
-    return decoded
-
-
-def hugging_face_token(project: str, key: str) -> pulumi.Output[str] | None:
-    """The token as a Pulumi secret, or None when the stack does not set it."""
-    return pulumi.Config(project).get_secret(key)
+PROJECT_DIR = Path(__file__).resolve().parent.parent
 
 
 class StackFiles:
@@ -75,3 +55,61 @@ def _read_yaml(path: Path, stack: str | None = None) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise ConfigError(stack or path.stem, [(path.name, f"is not valid YAML{where}: {problem}")]) from None
+
+
+FILES = StackFiles(PROJECT_DIR)
+PROJECT = FILES.project
+STACKS_DIR = FILES.directory
+OFFLINE_TOKEN_PLACEHOLDER = "hf_offline_plan_placeholder"
+
+
+def stack_names() -> list[str]:
+    return FILES.names()
+
+
+@dataclass
+class StackInput:
+    """A stack's config as "namespace:key" -> value, plus what was substituted for secrets it cannot read."""
+
+    stack: str
+    config: dict[str, Any]
+    secret_keys: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def project_values(self) -> dict[str, Any]:
+        prefix = f"{PROJECT}:"
+        return {k[len(prefix):]: v for k, v in self.config.items() if k.startswith(prefix)}
+
+    def spec(self) -> StackSpec | PlatformSpec:
+        return parse_stack_config(PROJECT, self.stack, self.config, read_stack=FILES.config)
+
+
+def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInput:
+    """Read stacks/Pulumi.<stack>.yaml. `overrides` replaces top-level keys (None removes one).
+
+    Encrypted values cannot be read without the stack's secrets provider, and a gated model's
+    token is usually not committed; the offline plan (and a tool that only needs the spec) uses a
+    placeholder secret for the Hugging Face token and records a note saying so. The program itself
+    always requires the token.
+    """
+    config = copy.deepcopy(FILES.config(stack))
+    for key, value in (overrides or {}).items():
+        if value is None:
+            config.pop(key, None)
+        else:
+            config[key] = value
+    token_key = f"{PROJECT}:{HUGGING_FACE_TOKEN_KEY}"
+    stack_input = StackInput(stack=stack, config=config)
+    encrypted = [k for k, v in config.items() if v is None and k not in (overrides or {})]
+    for key in encrypted:
+        config[key] = OFFLINE_TOKEN_PLACEHOLDER if key == token_key else "[encrypted]"
+        stack_input.secret_keys.append(key)
+        stack_input.notes.append(f"{key} is encrypted in the stack file; the offline plan uses a placeholder")
+    if token_key not in config and gated_models(PROJECT, config):
+        config[token_key] = OFFLINE_TOKEN_PLACEHOLDER
+        stack_input.secret_keys.append(token_key)
+        stack_input.notes.append(
+            f"{HUGGING_FACE_TOKEN_KEY} is not set; the offline plan uses a placeholder secret. "
+            f"`pulumi up` needs it for gated models: pulumi config set --secret {HUGGING_FACE_TOKEN_KEY} hf_..."
+        )
+    return stack_input

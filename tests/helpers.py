@@ -5,8 +5,8 @@ import json
 import shutil
 from pathlib import Path
 
-from offline.engine import Recording, RecordedResource
-from offline.stacks import ROOT
+from offline.engine import RecordedResource, Recording
+from stackconfig.source import PROJECT_DIR
 
 PROGRAM_PARTS = ("__main__.py", "Pulumi.yaml", "components", "stackconfig", "offline", "benchmark", "stacks")
 
@@ -16,7 +16,7 @@ def project_copy(target: Path) -> Path:
     (nothing writes into the source tree's stacks/). Run `python -m offline.plan` inside it."""
     target.mkdir(parents=True, exist_ok=True)
     for part in PROGRAM_PARTS:
-        source = ROOT / part
+        source = PROJECT_DIR / part
         if source.is_dir():
             shutil.copytree(source, target / part, ignore=shutil.ignore_patterns("__pycache__"))
         else:

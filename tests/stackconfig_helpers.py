@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from offline.stacks import PROJECT
 from stackconfig import ConfigError, parse_stack_config
+from stackconfig.source import PROJECT
 
 REGION = "us-east-2"
 

@@ -12,9 +12,8 @@ import pytest
 import yaml
 
 from offline import plan
-from offline import stacks as offline_stacks
-from offline.stacks import ROOT
-from stackconfig.source import StackFiles
+from stackconfig import source as stack_source
+from stackconfig.source import PROJECT_DIR, StackFiles
 
 QWEN, LLAMA = "qwen3-32b-qwen3-1.7b", "llama3.1-8b-llama3.2-1b"
 P = "sd-trn2:"
@@ -109,10 +108,10 @@ CASES = [
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    """A copy of the project's stack files; offline.stacks reads from it."""
-    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    shutil.copytree(offline_stacks.STACKS_DIR, tmp_path / "stacks")
-    monkeypatch.setattr(offline_stacks, "FILES", StackFiles(tmp_path))
+    """A copy of the project's stack files; stackconfig.source reads from it."""
+    shutil.copy(PROJECT_DIR / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    shutil.copytree(stack_source.STACKS_DIR, tmp_path / "stacks")
+    monkeypatch.setattr(stack_source, "FILES", StackFiles(tmp_path))
     return tmp_path
 
 

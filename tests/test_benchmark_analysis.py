@@ -4,8 +4,22 @@ from __future__ import annotations
 import pytest
 
 from benchmark import acceptance
-from benchmark.analysis import (acceptance_figures, build, case_figures, compare_run, greedy, leviathan, llmperf_figures,
-                                lossless, ratio, statistic, telemetry_figures, token_source, values, wall_time_s)
+from benchmark.analysis import (
+    acceptance_figures,
+    build,
+    case_figures,
+    compare_run,
+    greedy,
+    leviathan,
+    llmperf_figures,
+    lossless,
+    ratio,
+    statistic,
+    telemetry_figures,
+    token_source,
+    values,
+    wall_time_s,
+)
 from benchmark.results import CaseResult, RequestResult
 from tests.results_files import VARIANTS, digest, record, write_case, write_run
 

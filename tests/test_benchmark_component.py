@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from benchmark.publish import DIMENSIONS, UNITS
 from benchmark.pod import PACKAGE_DIR, POD_LOCK, POD_MODULES
+from benchmark.publish import DIMENSIONS, UNITS
 from offline.stacks import load_stack, run_stack
 
 from .helpers import assert_least_privilege, role_documents, trust_condition

@@ -187,8 +187,8 @@ def test_lines_an_exchange_cannot_use_are_passed_on_and_failures_keep_the_first_
 
 
 def test_the_records_file_gets_one_sorted_json_line_per_request_and_upstream_connections_time_out():
-    import io
     import http.client
+    import io
     import urllib.parse
     records = io.BytesIO()
     server = _Server(urllib.parse.urlsplit("https://vllm-sd:8443/v1"), records, 7.5)

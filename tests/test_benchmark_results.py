@@ -5,7 +5,16 @@ import math
 
 import pytest
 
-from benchmark.results import CaseResult, RequestResult, case_dir, list_runs, load_case, load_run, percentile, read_json
+from benchmark.results import (
+    CaseResult,
+    RequestResult,
+    case_dir,
+    list_runs,
+    load_case,
+    load_run,
+    percentile,
+    read_json,
+)
 from tests.results_files import digest, record, write_case, write_run
 
 

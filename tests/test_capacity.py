@@ -1,12 +1,11 @@
 """Karpenter, the static trn2 NodePool, the Neuron DRA driver and its claim templates."""
 import json
-
 from pathlib import Path
 
 import pytest
 
-from offline.stacks import load_stack, run_stack
 from components.pairing.trn2_nodes import node_pool_spec
+from offline.stacks import load_stack, run_stack
 from stackconfig import ConfigError
 
 from .helpers import assert_least_privilege, child, role_documents, trust_condition

@@ -5,8 +5,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from offline.stacks import PROJECT, load_stack
+from offline.stacks import load_stack
 from stackconfig import ConfigError, parse_stack_config
+from stackconfig.source import PROJECT
 
 from .stackconfig_helpers import edited, parse, problems_for, qualified
 

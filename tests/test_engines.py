@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from offline.stacks import PROJECT, load_stack
-from stackconfig import ConfigError, parse_stack_config
-from stackconfig import engines
+from offline.stacks import load_stack
+from stackconfig import ConfigError, engines, parse_stack_config
 from stackconfig.engines import neuron_config_fields
+from stackconfig.source import PROJECT
 
 from .conftest import STANDALONE, recorded
 

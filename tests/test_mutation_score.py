@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tools import mutation_score
-from tools.mutation_score import Equivalent, one_line_change, parse_equivalents, parse_results, score, source_of
+from tools.mutation_score import (
+    Equivalent,
+    one_line_change,
+    parse_equivalents,
+    parse_results,
+    score,
+    source_of,
+)
 
 RESULTS = """    stackconfig.naming.x_slug__mutmut_1: killed
     stackconfig.naming.x_slug__mutmut_2: survived

@@ -14,9 +14,9 @@ import moto
 import pulumi
 import pytest
 
-from stackconfig.zones import ZoneSelectionError, choose_zones
 from offline import plan
 from offline.stacks import load_stack, run_stack
+from stackconfig.zones import ZoneSelectionError, choose_zones
 
 OFFERINGS = Path(moto.__file__).parent / "ec2" / "resources" / "instance_type_offerings" / "availability-zone"
 

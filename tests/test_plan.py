@@ -6,7 +6,7 @@ import sys
 import yaml
 
 from offline import plan
-from offline.stacks import ROOT, STACKS_DIR
+from stackconfig.source import PROJECT_DIR, STACKS_DIR
 
 from .helpers import project_copy
 
@@ -57,7 +57,7 @@ def test_project_file_is_valid_for_the_pulumi_cli():
     says. Pulumi.yaml declares no config: its schema types declarations only as string, integer,
     boolean or array, and a declared key without a default becomes required for every stack; the
     program validates every key itself (stackconfig/parse.py)."""
-    project = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+    project = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
     assert project["runtime"]["name"] == "python" and project["runtime"]["options"]["virtualenv"] == ".venv"
-    assert (ROOT / project["stackConfigDir"]) == STACKS_DIR and any(STACKS_DIR.glob("Pulumi.*.yaml"))
+    assert (PROJECT_DIR / project["stackConfigDir"]) == STACKS_DIR and any(STACKS_DIR.glob("Pulumi.*.yaml"))
     assert "config" not in project

@@ -21,14 +21,14 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.core.utils import utcnow
 from moto.ssm.models import Parameter, ssm_backends
 
-from offline.stacks import ROOT, load_stack
+from offline.stacks import load_stack
 from stackconfig import StackSpec
-from tools.preflight import account, capacity, clis, cost, hub, platform, run
+from stackconfig.source import PROJECT_DIR
 from stackconfig.versions import stack_addons
+from tools.preflight import account, capacity, clis, cost, hub, platform, run
 from tools.preflight.estimate import run_estimate
 
 from . import fake_clis
-from .test_cluster import eks_default
 from .aws_fixtures import (
     NOW,
     addon,
@@ -41,6 +41,7 @@ from .aws_fixtures import (
     stubbed,
     trn_quota,
 )
+from .test_cluster import eks_default
 
 QWEN = "qwen3-32b-qwen3-1.7b"          # 1 node, no gated model
 PLATFORM, SHARED = "platform", "qwen3-32b-qwen3-1.7b-shared"  # the same pairing on the platform
@@ -676,7 +677,7 @@ def test_make_up_runs_preflight_first_and_stops_on_a_fail(moto_endpoint, tmp_pat
     fake_bin("kubectl", fake_clis.kubectl(tmp_path / "kubectl.log"))
     fake_bin("aws", fake_clis.AWS_CLI)
     done = subprocess.run([make, "--no-print-directory", "up", f"STACK={QWEN}", f"SKIP_PREFLIGHT={skip}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
     assert (["pulumi", "up", "--stack", QWEN] in fake_clis.logged(log)) == pulumi_runs
     assert (done.returncode == 0) == pulumi_runs
     assert ("FAIL  AMI" in done.stdout) != pulumi_runs

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import re
 
-from offline.stacks import ROOT
-from stackconfig.versions import AMI_ALIASES, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS, EKS_SUPPORT, KARPENTER, NEURON_HELM_CHART_VERSION
+from stackconfig.source import PROJECT_DIR
+from stackconfig.versions import (
+    AMI_ALIASES,
+    DEFAULT_KUBERNETES_VERSION,
+    EKS_ADDONS,
+    EKS_SUPPORT,
+    KARPENTER,
+    NEURON_HELM_CHART_VERSION,
+)
 
-README = (ROOT / "README.md").read_text()
+README = (PROJECT_DIR / "README.md").read_text()
 
 
 def section(title: str) -> str:

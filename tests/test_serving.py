@@ -124,7 +124,10 @@ def test_claims_tolerations_probes_and_shm(recording, spec):
 def test_variants_fit_the_nodes_they_share(recording, spec):
     """Packed as the NodePool packs them, the variants' requests on each node stay within what
     Karpenter expects the node to offer pods, less the DaemonSets' allowance."""
-    from components.pairing.vllm_variant import DAEMONSET_CPU_MILLICORES, DAEMONSET_MEMORY_MIB
+    from components.pairing.vllm_variant import (
+        DAEMONSET_CPU_MILLICORES,
+        DAEMONSET_MEMORY_MIB,
+    )
     from stackconfig.catalog import INSTANCE_SHAPES
     from stackconfig.model import pack_device_groups
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from offline.stacks import PROJECT
 from stackconfig.catalog import ModelInfo
 from stackconfig.parse import gated_models
+from stackconfig.source import PROJECT
 
 from .stackconfig_helpers import PLUGIN, SMALL, parse, problem_list, with_edits
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from offline.stacks import PROJECT
 from stackconfig import ConfigError, StackSpec, parse_stack_config
+from stackconfig.source import PROJECT
 
 from .stackconfig_helpers import SMALL, parse, problem_list, qualified, with_edits
 

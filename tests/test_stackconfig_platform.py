@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from offline.stacks import PROJECT
 from stackconfig import ConfigError, PlatformSpec, parse_stack_config
 from stackconfig.model import CapacitySettings, ClusterSettings
+from stackconfig.source import PROJECT
 
-from .stackconfig_helpers import SMALL, edits_id, parse, problem_list, qualified, with_edits
+from .stackconfig_helpers import (
+    SMALL,
+    edits_id,
+    parse,
+    problem_list,
+    qualified,
+    with_edits,
+)
 
 DEFAULT_CLUSTER = ClusterSettings(kubernetes_version="1.35", system_node_instance_type="m7i.xlarge", system_node_count=2,
                                   vpc_cidr="10.64.0.0/16", availability_zone_count=2, availability_zones=(),

@@ -8,7 +8,14 @@ import pytest
 from stackconfig.engines import ENGINES
 from stackconfig.model import ServingSettings
 
-from .stackconfig_helpers import PLUGIN, SMALL, edits_id, parse, problem_list, with_edits
+from .stackconfig_helpers import (
+    PLUGIN,
+    SMALL,
+    edits_id,
+    parse,
+    problem_list,
+    with_edits,
+)
 
 
 def test_serving_defaults():

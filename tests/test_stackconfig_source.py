@@ -12,7 +12,8 @@ from pulumi.runtime import config as runtime_config
 from pulumi.runtime.sync_await import _sync_await
 
 from stackconfig import ConfigError
-from stackconfig.source import StackFiles, hugging_face_token, stack_config
+from components.runtime import hugging_face_token, stack_config
+from stackconfig.source import StackFiles
 
 
 def in_runtime(config: dict, secret_keys: list[str], read):

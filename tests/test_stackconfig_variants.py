@@ -7,7 +7,14 @@ import pytest
 
 from stackconfig.catalog import MODELS
 
-from .stackconfig_helpers import PLUGIN, SMALL, edits_id, parse, problem_list, with_edits
+from .stackconfig_helpers import (
+    PLUGIN,
+    SMALL,
+    edits_id,
+    parse,
+    problem_list,
+    with_edits,
+)
 
 FIELDS = ("role", "target", "engine", "baseline", "draft", "num_speculative_tokens", "draft_max_model_len", "speculation_method",
           "quantization", "weights_path", "neuron_config_extra")

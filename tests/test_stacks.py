@@ -48,7 +48,7 @@ def test_stack_matches_the_user_documents(stack):
 
 @pytest.mark.parametrize("stack", sorted(EXPECTED))
 def test_stack_files_name_their_region_and_say_why(stack):
-    from offline.stacks import STACKS_DIR
+    from stackconfig.source import STACKS_DIR
 
     text = (STACKS_DIR / f"Pulumi.{stack}.yaml").read_text()
     assert load_stack(stack).config["aws:region"] == "us-east-2"

@@ -18,7 +18,14 @@ from offline.stacks import load_stack
 from tools import destroy, fetch_results, rerun_benchmark, sweep
 
 from . import fake_clis
-from .fake_clis import CLUSTER, NAMESPACE, RESULTS, SECRET_MARKER, deployed_outputs, logged
+from .fake_clis import (
+    CLUSTER,
+    NAMESPACE,
+    RESULTS,
+    SECRET_MARKER,
+    deployed_outputs,
+    logged,
+)
 from .results_files import record, write_case, write_run
 
 STACK = "qwen3-32b-qwen3-1.7b"  # aws:region us-east-2

@@ -10,11 +10,18 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from offline.stacks import ROOT, load_stack, stack_names
 from stackconfig import ConfigError, PlatformSpec, StackSpec
+from stackconfig.source import PROJECT_DIR, load_stack, stack_names
 
 from . import sweep
-from .stack import ToolError, aws_session, pulumi_outputs, require_cli, stack_spec, stack_tool
+from .stack import (
+    ToolError,
+    aws_session,
+    pulumi_outputs,
+    require_cli,
+    stack_spec,
+    stack_tool,
+)
 
 
 def pairings_on(platform: str) -> list[str]:
@@ -46,7 +53,7 @@ def destroy(stack: str) -> int:
         if live:
             raise ToolError(f"platform {stack} still hosts pairing stack(s) {', '.join(live)}: destroy them first "
                             f"({'; '.join(f'make destroy STACK={p}' for p in live)})")
-    destroyed = subprocess.run(["pulumi", "destroy", "--stack", stack], cwd=ROOT).returncode
+    destroyed = subprocess.run(["pulumi", "destroy", "--stack", stack], cwd=PROJECT_DIR).returncode
     if destroyed != 0:
         print(f"pulumi destroy --stack {stack} exited with {destroyed}; sweeping {spec.region} anyway", file=sys.stderr)
     swept = sweep.sweep(stack)

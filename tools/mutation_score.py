@@ -189,7 +189,9 @@ def mutmut_results() -> dict[str, str]:
 
 @cache  # main() asks for a mutant's change more than once
 def mutmut_change(name: str) -> str:
-    from mutmut.mutation.diff_apply import get_diff_for_mutant  # installed by requirements-mutate.txt
+    from mutmut.mutation.diff_apply import (
+        get_diff_for_mutant,  # installed by requirements-mutate.txt
+    )
 
     return one_line_change(get_diff_for_mutant(name))
 

@@ -28,8 +28,8 @@ import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
-from offline.stacks import ROOT, load_stack
 from stackconfig import ConfigError, PlatformSpec, StackSpec
+from stackconfig.source import PROJECT_DIR, load_stack
 
 INSTALL_HINTS = {
     "pulumi": "install the Pulumi CLI (https://www.pulumi.com/docs/iac/download-install/) and run `pulumi login`",
@@ -116,7 +116,7 @@ def pulumi_outputs(stack: str) -> dict[str, Any]:
     # --non-interactive: with output captured, a passphrase prompt would wait unseen; Pulumi fails
     # with a message instead (CLI reference: "Disable interactive mode for all commands").
     result = subprocess.run(["pulumi", "stack", "output", "--json", "--show-secrets", "--non-interactive", "--stack", stack],
-                            capture_output=True, text=True, cwd=ROOT)
+                            capture_output=True, text=True, cwd=PROJECT_DIR)
     if result.returncode != 0:
         reason = next((line.strip() for line in result.stderr.splitlines() if line.strip()), f"exit code {result.returncode}")
         raise ToolError(f"`pulumi stack output --stack {stack}` failed ({reason}): run `pulumi login`, and "

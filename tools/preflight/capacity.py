@@ -10,9 +10,8 @@ import math
 from datetime import datetime
 from typing import Any
 
-from stackconfig.zones import ZoneSelectionError, platform_zones, unoffered_zones
 from stackconfig import PlatformSpec, StackSpec
-
+from stackconfig.zones import ZoneSelectionError, platform_zones, unoffered_zones
 from tools.stack import one_line
 
 from .estimate import RunEstimate

@@ -22,7 +22,6 @@ from typing import Any, Iterable
 from stackconfig import PlatformSpec, StackSpec
 from stackconfig.catalog import INSTANCE_SHAPES
 from stackconfig.versions import EKS_SUPPORT
-
 from tools.stack import one_line
 
 from .estimate import RunEstimate

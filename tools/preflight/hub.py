@@ -18,8 +18,8 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
-from offline.stacks import FILES, PROJECT, ROOT
 from stackconfig import HUGGING_FACE_TOKEN_KEY, StackSpec
+from stackconfig.source import FILES, PROJECT, PROJECT_DIR
 
 from .result import Result, worst
 
@@ -57,7 +57,7 @@ def stack_token(stack: str) -> Token:
         return Token(None, f"the stack sets no {HUGGING_FACE_TOKEN_KEY}", configured=False)
     try:
         result = subprocess.run(["pulumi", "config", "get", HUGGING_FACE_TOKEN_KEY, "--non-interactive", "--stack", stack],
-                                capture_output=True, text=True, cwd=ROOT, timeout=60)
+                                capture_output=True, text=True, cwd=PROJECT_DIR, timeout=60)
     except FileNotFoundError:
         reason = "the Pulumi CLI is not on PATH"
     except (OSError, subprocess.TimeoutExpired) as error:

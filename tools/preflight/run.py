@@ -28,6 +28,7 @@ from . import account, capacity, clis, cost, hub, platform
 from .estimate import run_estimate
 from .result import UNREACHABLE, Result, guarded
 
+
 def client_config() -> Config:
     """A preflight should answer in seconds: short timeouts, and the standard retry mode's 3
     attempts in all, or what AWS_MAX_ATTEMPTS says (botocore reads it only when the client config
