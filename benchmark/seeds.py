@@ -10,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .pod import SAMPLE_TEST_CASES
+
 SONNETS = None
-"""A test case whose prompt is None uses LLMPerf's own sonnet.txt (stackconfig DEFAULT_TEST_CASES)."""
+"""A test case whose prompt is None uses LLMPerf's own sonnet.txt (benchmark/pod.py SAMPLE_TEST_CASES)."""
 LLMPERF_STATISTICS = ("p25", "p50", "p75", "p90", "p95", "p99", "mean", "min", "max", "stddev")
 
 
@@ -71,10 +73,7 @@ _S001 = "001_5c1246b9521b1412.txt"
 _S002 = "002_555f20ba543ffc60.txt"
 _S003 = "003_248bb590b88b59eb.txt"
 _S004 = "004_99d9f76868e42d2c.txt"
-# The sample's eight prompts (FACTS.md "LLMPerf", last bullet; stackconfig DEFAULT_TEST_CASES).
-_SAMPLE_PROMPTS = ("counting numbers from 1 ", SONNETS, "a", "hello world ", "the cat sat on the mat. ",
-                   "Output valid JSON with fixed keys", "Write a simple Python function skeleton",
-                   "List numbers from one to twenty")
+_SAMPLE_PROMPTS = tuple(SAMPLE_TEST_CASES.values())
 BLOG_STRUCTURED = "Repeat the next line exactly 50 times"
 BLOG_OPEN_ENDED = "I believe the meaning of life is"
 

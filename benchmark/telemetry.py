@@ -2,7 +2,7 @@
 
 Placement: the driver reads the variant's vLLM pod (by its labels) and the ResourceClaim the pod
 holds from the Kubernetes API, in-cluster, with the pod's service-account token (a namespaced Role
-in components/benchmark.py allows get/list of pods and resource.k8s.io resourceclaims). Field
+in components/pairing/benchmark_access.py allows get/list of pods and resource.k8s.io resourceclaims). Field
 names, checked against the Kubernetes 1.34 schemas (kubernetes-validate): Pod
 status.resourceClaimStatuses[].resourceClaimName and spec.nodeName; ResourceClaim
 (resource.k8s.io/v1) status.allocation.devices.results[] {request, driver, pool, device}.

@@ -1,6 +1,6 @@
 """The cluster handle: everything a pairing needs from the cluster it runs on, as one typed object.
 
-A platform builds it (components/platform.py) or a shared pairing reads it from the platform
+A platform builds it (components/platform/__init__.py) or a shared pairing reads it from the platform
 stack's outputs (`ClusterHandle.from_platform_stack`); pairing components take the handle
 instead of loose fields, and "wait for the cluster" is spelled once, `k8s_options`.
 """

@@ -133,7 +133,7 @@ INSTANCE_SHAPES: dict[str, InstanceShape] = {
 DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 DEVICES_PER_VARIANT = (1, 2, 4, 8, 16)
 """A variant's devices: a whole group, or 2 devices claimed inside one 4-device group (TP 8 at
-LNC 2, the EAGLE3 tutorial's shape; components/neuron_dra.py claim_template_spec)."""
+LNC 2, the EAGLE3 tutorial's shape; components/pairing/claim_templates.py claim_template_spec)."""
 
 
 def device_group_for(devices: int) -> int:
@@ -168,9 +168,6 @@ CAPACITY_TYPES = ("on-demand", "reserved")
 DASHBOARD_MAX_WIDGETS = 500
 """CloudWatch's limit on widgets per dashboard, as the project's issue states it (CloudWatch
 service quotas; an older awsx docstring says 100)."""
-DASHBOARD_WIDGETS_PER_TEST_CASE = 8
-"""components/benchmark.py dashboard_body: two rows of four metric widgets per test case (a test
-keeps the two in step), plus one header widget."""
 CONFIG_MAP_MAX_BYTES = 1024 * 1024
 """Kubernetes: the data in a ConfigMap cannot exceed 1 MiB (kubernetes.io, "ConfigMaps")."""
 TEST_CASE_PROMPTS_MAX_BYTES = 512 * 1024
@@ -182,16 +179,3 @@ KARPENTER_RESERVED_TAGS = ("eks:eks-cluster-name", "kubernetes.io/cluster/", "ka
                            "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass")
 """Tags the EC2NodeClass refuses (its CEL rule "tag contains a restricted tag matching ...",
 shared/schemas/karpenter-v1.14.1/karpenter.k8s.aws_ec2nodeclasses.yaml); the stack's tags go there."""
-
-# The sample's eight LLMPerf test cases (FACTS.md, "LLMPerf"); slugs become the CloudWatch
-# TestCase dimension. None keeps LLMPerf's own sonnet.txt (the "original sonnets" case).
-DEFAULT_TEST_CASES: dict[str, str | None] = {
-    "counting": "counting numbers from 1 ",
-    "sonnets": None,
-    "single-letter": "a",
-    "hello-world": "hello world ",
-    "cat-on-mat": "the cat sat on the mat. ",
-    "json-fixed-keys": "Output valid JSON with fixed keys",
-    "python-skeleton": "Write a simple Python function skeleton",
-    "one-to-twenty": "List numbers from one to twenty",
-}

@@ -17,6 +17,8 @@ from functools import cache
 from pathlib import Path
 from typing import Literal
 
+from .versions import ENGINE_IMAGES
+
 Engine = Literal["nxdi-legacy", "vllm-neuron"]
 DATA = Path(__file__).parent / "data"
 
@@ -34,17 +36,13 @@ class EngineInfo:
 
 ENGINES: dict[str, EngineInfo] = {
     "nxdi-legacy": EngineInfo(
-        # The seeds' image: vLLM 0.9.1 Neuron fork + NxD Inference 0.6.10598, Neuron SDK 2.26.1.
-        image="public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04",
+        image=ENGINE_IMAGES["nxdi-legacy"].version,
         methods=("draft_model", "eagle"),
         neuron_config_fields="nxdi-0.6.10598-neuron-config-fields.json",
         support="maintenance since Neuron 2.30; end of support on Trn2/Trn3 with Neuron 2.34",
     ),
     "vllm-neuron": EngineInfo(
-        # The newest vLLM Neuron DLC the deep-learning-containers repository lists (README,
-        # tag 2.32.0, commit 2be9ed1): vLLM 0.24.0 with vllm-neuron 0.24.0.1.1.0, Neuron SDK
-        # 2.32.0. Neuron 2.33 ships vllm-neuron 0.29.0.1.2.0, but no image tag for it was found.
-        image="public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.24.0.1.1.0-neuronx-py313-sdk2.32.0-ubuntu24.04",
+        image=ENGINE_IMAGES["vllm-neuron"].version,
         methods=("eagle3", "dflash"),
         neuron_config_fields="vllm-neuron-0.24-neuron-config-fields.json",
         support="Beta; the supported serving path on Trn2/Trn3",

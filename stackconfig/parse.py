@@ -11,14 +11,19 @@ import re
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
+from benchmark.pod import (
+    DASHBOARD_WIDGETS_PER_TEST_CASE,
+    DEFAULT_SAMPLING_PARAMS,
+    MIN_INPUT_TOKENS,
+    RESERVED_SAMPLING_KEYS,
+    SAMPLE_TEST_CASES,
+)
 from benchmark.podsetup import llmperf_commits
 from benchmark.seeds import SEEDS
 
 from .catalog import (
     CAPACITY_TYPES,
     DASHBOARD_MAX_WIDGETS,
-    DASHBOARD_WIDGETS_PER_TEST_CASE,
-    DEFAULT_TEST_CASES,
     DEVICES_PER_VARIANT,
     INSTANCE_SHAPES,
     KARPENTER_RESERVED_TAGS,
@@ -57,26 +62,13 @@ from .model import (
     Variant,
 )
 from .naming import name_problems, stack_slug
-from .versions import AMI_ALIASES, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS
+from .server import RESERVED_ENVIRONMENT
+from .versions import AMI_ALIASES, BENCHMARK_IMAGE, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS, LLMPERF_COMMIT
 
 HUGGING_FACE_TOKEN_KEY = "huggingFaceToken"
 
 UNKNOWN_MODEL = ModelInfo("", gated=False, params_billion=0)
 """Stands in for a model id already reported as unknown, so parsing can go on collecting problems."""
-# Python 3.11: the version benchmark/requirements-pod.lock was resolved and install-tested for
-# (header of benchmark/requirements-pod.in); LLMPerf runs unchanged on 3.11 from src/ (FACTS.md
-# "LLMPerf, measured"). Tag listed in docker-library/official-images library/python (3.11.14-slim-bookworm);
-# public.ecr.aws/docker/library mirrors the Docker official images.
-DEFAULT_BENCHMARK_IMAGE = "public.ecr.aws/docker/library/python:3.11.14-slim-bookworm"
-LLMPERF_COMMIT = "f1d6bed47e4501b0e371082b41601b59ab55269f"
-DEFAULT_SAMPLING_PARAMS = {"temperature": 0}
-MIN_INPUT_TOKENS = 40
-# Request fields the benchmark itself sets: LLMPerf sends model, messages, stream and max_tokens
-# (the shape; ray-project/llmperf@f1d6bed:src/llmperf/ray_clients/openai_chat_completions_client.py
-# llm_request, max_tokens from token_benchmark_ray.py launch_request), and the measuring proxy adds
-# stream_options (benchmark/proxy.py with_usage).
-RESERVED_SAMPLING_KEYS = ("max_tokens", "messages", "model", "stream", "stream_options")
-
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 _RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
 _AMI_ALIAS = re.compile(r"^al2023@v\d{8}$")
@@ -516,10 +508,6 @@ def _pinned_image(value: str) -> str | None:
 
 SERVING_KEYS = {"engine", "image", "target", "devicesPerVariant", "logicalNeuronCores", "tensorParallelSize", "maxNumSeqs",
                 "maxModelLen", "maxNumBatchedTokens", "nodeCachePath", "neuronConfig", "environment"}
-# Environment the program sets itself (components/engines.py); a stack may add others only.
-RESERVED_ENVIRONMENT = {"VLLM_USE_V1", "VLLM_NEURON_FRAMEWORK", "NEURON_COMPILED_ARTIFACTS", "VLLM_CACHE_ROOT",
-                        "NEURON_RT_VIRTUAL_CORE_SIZE", "NEURON_LOGICAL_NC_CONFIG", "HF_TOKEN", "HF_HOME", "ARTIFACT_DIR",
-                        "COMPILE_DIR", "VLLM_PORT", "WEIGHTS_STORE", "WEIGHTS_DIR"}
 _ENVIRONMENT_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -588,12 +576,12 @@ def _environment(s: _Section) -> dict[str, str]:
         if not isinstance(name, str) or not _ENVIRONMENT_NAME.match(name) or not isinstance(value, str):
             s.problem(f"environment.{name}", "must map an UPPER_CASE variable name to a string")
         elif name in RESERVED_ENVIRONMENT:
-            s.problem(f"environment.{name}", "is set by the program for the variant's engine")
+            s.problem(f"environment.{name}", "is set by the program (stackconfig/server.py)")
     return {k: v for k, v in environment.items() if isinstance(v, str) and k not in RESERVED_ENVIRONMENT}
 
 
 def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> BenchmarkSettings:
-    test_cases = s.mapping("testCases", dict(DEFAULT_TEST_CASES))
+    test_cases = s.mapping("testCases", dict(SAMPLE_TEST_CASES))
     for case_slug, prompt in (test_cases or {}).items():
         if not isinstance(case_slug, str) or not _DNS_LABEL.match(case_slug):
             s.problem(f"testCases.{case_slug}", "test case names must be lowercase DNS labels (they become the TestCase dimension)")
@@ -610,12 +598,7 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
         s.problem("testCases", f"prompts total {prompt_bytes} bytes; the benchmark's ConfigMap (1 MiB at most) leaves "
                                f"{TEST_CASE_PROMPTS_MAX_BYTES} for them")
     input_tokens = s.integer("inputTokens", low=1)
-    if input_tokens and input_tokens < MIN_INPUT_TOKENS:
-        # LLMPerf redraws a prompt length until it covers its own prompt template; with the
-        # driver's stddev 0 a shorter target never does and LLMPerf spins without sending a
-        # request (seen running f1d6bed; the redraw loop is in src/llmperf/utils.py
-        # randomly_sample_sonnet_lines_prompt). It warns below 40 itself (token_benchmark_ray.py
-        # run_token_benchmark).
+    if input_tokens and input_tokens < MIN_INPUT_TOKENS:  # why: benchmark/pod.py MIN_INPUT_TOKENS
         s.problem("inputTokens", f"{input_tokens} is below {MIN_INPUT_TOKENS}: LLMPerf's prompt template alone is longer, and it would never start")
     output_tokens = s.integer("outputTokens", low=2)
     if input_tokens and output_tokens and serving.max_model_len and input_tokens + output_tokens > serving.max_model_len:
@@ -631,8 +614,8 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
         requests_per_test_case=s.integer("requestsPerTestCase", 10, low=1, high=1000),
         request_timeout_s=s.integer("requestTimeoutSeconds", 3600, low=60),
         test_cases=dict(test_cases or {}),
-        image=s.string("image", DEFAULT_BENCHMARK_IMAGE, check=_pinned_image),
-        llmperf_commit=s.string("llmperfCommit", LLMPERF_COMMIT, choices=llmperf_commits()) or LLMPERF_COMMIT,
+        image=s.string("image", BENCHMARK_IMAGE.version, check=_pinned_image),
+        llmperf_commit=s.string("llmperfCommit", LLMPERF_COMMIT.version, choices=llmperf_commits()) or LLMPERF_COMMIT.version,
         metrics_namespace=namespace or "",
         sampling_params=_sampling_params(s),
         seed=s.string("seed", None, choices=tuple(SEEDS)),

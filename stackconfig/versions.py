@@ -93,7 +93,7 @@ def addon_requirement(addon: str, kubernetes_version: str) -> str | None:
     default: kube-proxy's minor is the cluster's (Kubernetes version skew policy: kube-proxy must
     not be newer than the API server, and EKS builds it per minor); the Mountpoint driver must be
     v2, whose unprivileged mount pods the volume's mount options are written for
-    (components/model_store.py mount_options)."""
+    (components/pairing/model_volume.py mount_options)."""
     if addon == "kube-proxy":
         return f"v{kubernetes_version}."
     if addon == "aws-mountpoint-s3-csi-driver":
@@ -131,7 +131,7 @@ NEURON_HELM_CHART_VERSION = Pin("1.10.0", "aws-neuron/neuron-helm-charts release
 def stack_addons(kubernetes_version: str, workload_identity: str) -> dict[str, AddonPin]:
     """The EKS add-ons a platform installs, name -> pin: what `make preflight` checks.
 
-    vpc-cni and kube-proxy come with the control plane (components/cluster.py, through
+    vpc-cni and kube-proxy come with the control plane (components/platform/cluster.py, through
     pulumi-eks), coredns after the system nodes, the Mountpoint driver with the model store,
     Container Insights with its Neuron metrics, and the Pod Identity agent only when pods get
     their roles that way. tests/test_cluster.py holds this list to what the program registers.
@@ -140,3 +140,30 @@ def stack_addons(kubernetes_version: str, workload_identity: str) -> dict[str, A
     if workload_identity == "pod-identity":
         names.append("eks-pod-identity-agent")
     return {name: EKS_ADDONS[kubernetes_version][name] for name in names}
+
+
+# --- Serving images -----------------------------------------------------------------------------
+
+ENGINE_IMAGES: dict[str, Pin] = {
+    "nxdi-legacy": Pin("public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.9.1-neuronx-py311-sdk2.26.1-ubuntu22.04",
+                       "the image the source documents ran: vLLM 0.9.1 Neuron fork with NxD Inference 0.6.10598, "
+                       "Neuron SDK 2.26.1"),
+    "vllm-neuron": Pin("public.ecr.aws/neuron/pytorch-inference-vllm-neuronx:0.24.0.1.1.0-neuronx-py313-sdk2.32.0-ubuntu24.04",
+                       "the newest vLLM Neuron DLC aws-neuron/deep-learning-containers lists (README at tag 2.32.0, "
+                       "commit 2be9ed1): vLLM 0.24.0 with vllm-neuron 0.24.0.1.1.0, Neuron SDK 2.32.0. Neuron 2.33 "
+                       "ships vllm-neuron 0.29.0.1.2.0, but no image tag for it could be read"),
+}
+"""Each serving engine's default image (stackconfig/engines.py); a stack may pin another."""
+
+
+# --- The benchmark -------------------------------------------------------------------------------
+
+BENCHMARK_IMAGE = Pin("public.ecr.aws/docker/library/python:3.11.14-slim-bookworm",
+                      "docker-library/official-images library/python lists 3.11.14-slim-bookworm; public.ecr.aws/"
+                      "docker/library mirrors the Docker official images. Python 3.11: the version "
+                      "benchmark/requirements-pod.lock was resolved and install-tested for (header of "
+                      "benchmark/requirements-pod.in); LLMPerf runs unchanged on 3.11 from src/ (docs/facts.md, "
+                      "\"LLMPerf, measured\")")
+LLMPERF_COMMIT = Pin("f1d6bed47e4501b0e371082b41601b59ab55269f",
+                     "ray-project/llmperf, its last commit (2024-12); benchmark/llmperf/<commit>.manifest holds its "
+                     "git tree, which the pod checks every file against")

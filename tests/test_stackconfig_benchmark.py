@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from stackconfig.catalog import DEFAULT_TEST_CASES
+from benchmark.pod import SAMPLE_TEST_CASES as DEFAULT_TEST_CASES
 from stackconfig.model import BenchmarkSettings
-from stackconfig.parse import DEFAULT_BENCHMARK_IMAGE, LLMPERF_COMMIT
+from stackconfig.versions import BENCHMARK_IMAGE, LLMPERF_COMMIT as LLMPERF_PIN
+
+DEFAULT_BENCHMARK_IMAGE, LLMPERF_COMMIT = BENCHMARK_IMAGE.version, LLMPERF_PIN.version
 
 from .stackconfig_helpers import SMALL, edits_id, parse, problem_list, with_edits
 

@@ -104,8 +104,8 @@ SEGMENTS = "use a KV segment size: 512, 1024, 2048, 4096, 8192"
     (SMALL, {"serving.environment": {"lower": "x", "OK_NAME": 5, "VLLM_USE_V1": "1", "HF_TOKEN": "x", "9X": "x", 7: "x"}}, [
         ("serving.environment.lower", "must map an UPPER_CASE variable name to a string"),
         ("serving.environment.OK_NAME", "must map an UPPER_CASE variable name to a string"),
-        ("serving.environment.VLLM_USE_V1", "is set by the program for the variant's engine"),
-        ("serving.environment.HF_TOKEN", "is set by the program for the variant's engine"),
+        ("serving.environment.VLLM_USE_V1", "is set by the program (stackconfig/server.py)"),
+        ("serving.environment.HF_TOKEN", "is set by the program (stackconfig/server.py)"),
         ("serving.environment.9X", "must map an UPPER_CASE variable name to a string"),
         ("serving.environment.7", "must map an UPPER_CASE variable name to a string")]),
     (SMALL, {"serving.environment": "x"}, [("serving.environment", "must be an object, got 'x'")]),
@@ -175,3 +175,20 @@ def test_pinned_images_are_accepted(image):
 ])
 def test_moving_or_malformed_images_are_refused(image, message):
     assert problem_list(with_edits(SMALL, {"serving.image": image})) == [("serving.image", f"{image!r} {message}")]
+
+
+def test_every_variable_the_program_sets_is_refused_in_serving_environment_whatever_the_variant():
+    """The refused names are the program's own environment tables (stackconfig/server.py), so a
+    variable set only for FP8 or for prepared weights is refused in a stack that uses neither, and
+    every name a variant is rendered with is one of them."""
+    from stackconfig.server import ENGINE_ENVIRONMENT, RESERVED_ENVIRONMENT, environment
+
+    for name in ("XLA_HANDLE_SPECIAL_SCALAR", "WEIGHTS_STORE", "VLLM_CACHE_ROOT", "NEURON_COMPILED_ARTIFACTS"):
+        assert problem_list(with_edits(SMALL, {"serving.environment": {name: "x"}})) == [
+            (f"serving.environment.{name}", "is set by the program (stackconfig/server.py)")]
+    for base in (SMALL, PLUGIN):
+        for variant in parse(base).variants:
+            assert set(environment(variant)) <= RESERVED_ENVIRONMENT
+            assert set(ENGINE_ENVIRONMENT[variant.engine]) & set(environment(variant))
+    allowed = parse(with_edits(SMALL, {"serving.environment": {"NEURON_RT_EXEC_TIMEOUT": "600"}}))
+    assert environment(allowed.variants[0])["NEURON_RT_EXEC_TIMEOUT"] == "600"

@@ -24,7 +24,7 @@ CASES = {"repeat-line-50-times": "Repeat the next line exactly 50 times", "meani
 SHAPE = {"inputTokens": 64, "outputTokens": 600, "concurrency": 4, "requestsPerTestCase": 20, "requestTimeoutSeconds": 3600,
          "samplingParams": {"temperature": 0}}
 VARIANT = {"target": "Qwen/Qwen3-32B", "servedModelName": "Qwen/Qwen3-32B", "quantization": "none", "devices": 8,
-           # Half a node's catalog price, as components/benchmark.py variant_config computes it.
+           # Half a node's catalog price, as components/pairing/benchmark.py variant_config computes it.
            "costPerHourUsd": INSTANCE_SHAPES["trn2.48xlarge"].approx_hourly_usd * 8 / 16, "targetParamsBillion": 32.8}
 VARIANTS = [{**VARIANT, "name": "base", "role": "baseline", "baseline": None, "draft": None, "numSpeculativeTokens": None,
              "draftParamsBillion": None},

@@ -30,8 +30,8 @@ def cluster_tag_filters(cluster: str) -> list[dict]:
       on every instance, volume, ENI and launch template it creates (its controller policy's
       aws:RequestTag conditions, aws/karpenter-provider-aws v1.14.1 CloudFormation, statement
       AllowScopedEC2InstanceActionsWithTags); EKS puts the first on its cluster security group.
-    - karpenter.sh/discovery = <c>: this program's EC2NodeClass tags (components/trn2_nodes.py)
-      and the cluster security group's discovery tag (components/cluster.py).
+    - karpenter.sh/discovery = <c>: this program's EC2NodeClass tags (components/pairing/trn2_nodes.py)
+      and the cluster security group's discovery tag (components/platform/cluster.py).
     Karpenter's karpenter.k8s.aws/ec2nodeclass tag always comes with the two above, so it finds
     nothing they miss.
     """
@@ -124,7 +124,7 @@ def log_groups(logs: Any, names: Iterable[str]) -> list[str]:
 
 
 def pairing_leftovers(clients: SweepClients, cluster: str, region: str, node_class: str) -> dict[str, list[str]]:
-    """What a shared pairing's own EC2NodeClass (named like its NodePool, components/pairing.py)
+    """What a shared pairing's own EC2NodeClass (named like its NodePool, components/pairing/__init__.py)
     may leave on the platform's cluster. Karpenter tags the instances it launches, its launch
     templates and its instance profiles with eks:eks-cluster-name=<cluster> and
     karpenter.k8s.aws/ec2nodeclass=<name> (aws/karpenter-provider-aws@v1.14.1 pkg/utils/utils.go

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from stackconfig.server import TOKEN_VARIABLE
+
 from ..handle import ClusterHandle
 
 SECRET_NAME = "hugging-face"
@@ -38,7 +40,7 @@ class ModelAccess(pulumi.ComponentResource):
 
 
 def token_env(secret_name: str | None) -> list[dict]:
-    """HF_TOKEN for containers, read from the Secret at pod start (never inlined)."""
+    """The token's variable for containers, read from the Secret at pod start (never inlined)."""
     if secret_name is None:
         return []
-    return [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret_name, "key": TOKEN_KEY}}}]
+    return [{"name": TOKEN_VARIABLE, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": TOKEN_KEY}}}]

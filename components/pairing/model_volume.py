@@ -19,7 +19,7 @@ CLAIM_NAME = "model-store"
 def mount_options(region: str, shape: InstanceShape) -> list[str]:
     """Mountpoint options for the model store's volume (the driver prefixes each with --).
 
-    Mountpoint v2 pods cannot reach IMDS at hop limit 1 (components/trn2_nodes.py), so region and
+    Mountpoint v2 pods cannot reach IMDS at hop limit 1 (components/pairing/trn2_nodes.py), so region and
     network bandwidth detection fail and throughput falls back to 10 Gbps
     (awslabs/mountpoint-s3@v1.23.0 doc/CONFIGURATION.md; mountpoint-s3/src/cli.rs). Its released
     table would also say 32000 Gbps for trn2.48xlarge, a 10x typo fixed only after v1.23.0. So

@@ -32,7 +32,7 @@ def ec2_node_class_spec(cluster_name: pulumi.Input[str], node_role_name: pulumi.
         # IMDS answers only the host network. Mountpoint v2 runs its mounts in unprivileged pods
         # that then cannot read the region or the instance's bandwidth from IMDS
         # (mountpoint-s3-csi-driver docs/UPGRADING_TO_V2.md), so the model store's volume passes
-        # both as mount options instead (components/model_store.py).
+        # both as mount options instead (components/platform/model_store.py).
         "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled",
                             "httpPutResponseHopLimit": 1, "httpTokens": "required"},
         # A sweep after destroy finds anything Karpenter launched by these tags.

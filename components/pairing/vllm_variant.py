@@ -2,7 +2,7 @@
 
 Baseline and SD servers come from the same function: they differ only where the Variant does
 (draft, speculation, weights), which is what makes their comparison fair. What the container
-runs depends on the variant's engine (components/engines.py).
+runs depends on the variant's engine (stackconfig/server.py).
 """
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ import pulumi_kubernetes as k8s
 
 from stackconfig.catalog import INSTANCE_SHAPES
 from stackconfig.model import MODEL_STORE_MOUNT_PATH, Variant
+from stackconfig.server import NODE_CACHE_MOUNT, VLLM_PORT, arguments, environment
 
 from ..handle import ClusterHandle
 from .claim_templates import CLAIM_REQUEST
-from .engines import NODE_CACHE_MOUNT, VLLM_PORT, server
+from .model_access import token_env
 
 SCRIPT_MOUNT = "/opt/sd-trn2"
 # Left of the node's allocatable (as Karpenter models it: InstanceShape.allocatable_*) for the
@@ -58,7 +59,6 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
              model_store_claim: str, node_cache_path: str, script_config_map: pulumi.Input[str],
              token_secret: str | None) -> dict:
     """Plain data with Outputs only at the leaves (the script ConfigMap's name)."""
-    engine = server(variant, token_secret)
     probe = {"httpGet": {"path": "/health", "port": VLLM_PORT}}
     budget = variant.startup_budget_seconds
     requests = resource_requests(variant, instance_type)
@@ -69,10 +69,10 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
         "terminationGracePeriodSeconds": 60,
         "containers": [{
             "name": "vllm",
-            "image": engine.image,
+            "image": variant.image,
             "command": ["bash", f"{SCRIPT_MOUNT}/serve.sh"],
-            "args": engine.args,
-            "env": engine.env,
+            "args": arguments(variant),
+            "env": [{"name": k, "value": v} for k, v in environment(variant).items()] + token_env(token_secret),
             "ports": [{"name": "http", "containerPort": VLLM_PORT}],
             "resources": {"requests": requests, "limits": {"memory": requests["memory"]}, "claims": [{"name": CLAIM_REQUEST}]},
             "startupProbe": {**probe, "periodSeconds": 60, "failureThreshold": budget // 60, "timeoutSeconds": 5},

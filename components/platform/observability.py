@@ -94,7 +94,7 @@ class ContainerInsights(pulumi.ComponentResource):
             cluster_name=args.cluster_name,
             addon_name=ADDON,
             addon_version=addon_version(ADDON, args.kubernetes_version, self),
-            # As for the Mountpoint driver (components/model_store.py): IRSA through the add-on's
+            # As for the Mountpoint driver (components/platform/model_store.py): IRSA through the add-on's
             # service-account annotation; Pod Identity through the role's own association, made
             # before the agent's pods start.
             service_account_role_arn=role.arn if args.identity.mechanism == "irsa" else None,

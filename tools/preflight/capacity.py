@@ -24,7 +24,7 @@ OFFERINGS = "offerings"
 
 def offered_zones(ec2: Any, instance_type: str) -> list[str]:
     """Zones of the client's region offering `instance_type` on demand (the same query the
-    network component makes at deploy time: components/network.py offered_zones)."""
+    network component makes at deploy time: components/platform/network.py offered_zones)."""
     pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
         LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": [instance_type]}])
     return sorted({o["Location"] for page in pages for o in page["InstanceTypeOfferings"]})

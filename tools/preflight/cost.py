@@ -1,7 +1,7 @@
 """What the stack costs per hour while up and per run, from the AWS Pricing API for its region.
 
 Priced: a pairing's trn2 nodes, and a platform's system nodes (EC2 on-demand, Linux, shared
-tenancy), its one NAT gateway (components/network.py) and the EKS control plane; a standalone
+tenancy), its one NAT gateway (components/platform/network.py) and the EKS control plane; a standalone
 stack is both. Not priced: EBS volumes, S3, data
 transfer, the NAT's public IPv4 address, CloudWatch. A price the API does not give (or cannot be
 asked for) falls back to a cited list price and the line says "approximate".

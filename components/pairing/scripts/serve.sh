@@ -7,7 +7,7 @@
 # /health answers publish them with plain sequential copies: Mountpoint allows new files written
 # in order, and no renames (FACTS.md), which the compilers' own writes and safetensors' rename
 # would break. COMPILE_DIR is what the engine compiles into: NxDI's NEURON_COMPILED_ARTIFACTS or
-# the vLLM Neuron plugin's VLLM_CACHE_ROOT (components/engines.py).
+# the vLLM Neuron plugin's VLLM_CACHE_ROOT (stackconfig/server.py).
 # One Deployment replica with the Recreate strategy per variant means one compiler per path.
 set -euo pipefail
 : "${ARTIFACT_DIR:?}" "${COMPILE_DIR:?}" "${VLLM_PORT:?}"

@@ -1,0 +1,138 @@
+"""What a variant's server is told on each engine: its `vllm serve` arguments and its environment,
+as plain data from the typed Variant (the Deployment around it is components/pairing/vllm_variant.py).
+
+Both engines start through components/pairing/scripts/serve.sh, which restores the variant's
+compiled artifacts from the model store into COMPILE_DIR (on the node's NVMe), or compiles there
+and publishes them once the server is healthy. The engine decides what COMPILE_DIR is to vLLM:
+NxDI's NEURON_COMPILED_ARTIFACTS, or the plugin's VLLM_CACHE_ROOT (its NEFF cache is
+$VLLM_CACHE_ROOT/neuron/compile_cache; the plugin's own remote cache tier needs a POSIX file
+system, not Mountpoint, and it ignores NEURON_COMPILED_ARTIFACTS: docs/facts.md, "Serving engines
+on Trainium2").
+
+The environment is a table per engine, name -> value (None: not set for this variant), so the
+names the program sets are known without rendering a variant: RESERVED_ENVIRONMENT, which
+validation refuses in `serving.environment`.
+"""
+from __future__ import annotations
+
+import json
+from typing import Callable
+
+from .model import MODEL_STORE_MOUNT_PATH, Variant
+
+VLLM_PORT = 8000
+NODE_CACHE_MOUNT = "/node-cache"
+TOKEN_VARIABLE = "HF_TOKEN"
+"""The Hugging Face token's variable, from the stack's Secret (components/pairing/model_access.py)."""
+
+
+def model_reference(variant: Variant) -> str:
+    """What vLLM loads: the hub id, or the node-cache copy of prepared weights."""
+    if variant.weights_path:
+        return f"{NODE_CACHE_MOUNT}/{variant.weights_path}"
+    return variant.target
+
+
+def _common_arguments(variant: Variant) -> list[str]:
+    return [
+        "serve", model_reference(variant),
+        "--served-model-name", variant.served_model_name,
+        "--tensor-parallel-size", str(variant.tensor_parallel_size),
+        "--max-num-seqs", str(variant.serving.max_num_seqs),
+        "--max-model-len", str(variant.serving.max_model_len),
+        "--port", str(VLLM_PORT),
+    ]
+
+
+def _speculative_arguments(variant: Variant) -> list[str]:
+    if not variant.is_speculative:
+        return []
+    return ["--speculative-config", json.dumps(variant.speculative_config, sort_keys=True)]
+
+
+def compilation_timeout_seconds(variant: Variant) -> int:
+    """The plugin's compile and execute budgets: the Neuron tutorials set 1200 s (the default
+    600 s is too short for large models, Neuron 2.32 quickstart-online-serving.md); scaled up
+    here with model size, an assumption of this project."""
+    return max(1200, int(120 * variant.target_info.params_billion))
+
+
+Setting = Callable[[Variant], "str | None"]
+
+# What serve.sh reads, for every engine.
+COMMON_ENVIRONMENT: dict[str, Setting] = {
+    "COMPILE_DIR": lambda v: f"{NODE_CACHE_MOUNT}/{v.artifact_path}",
+    "ARTIFACT_DIR": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{v.artifact_path}",
+    "HF_HOME": lambda v: f"{NODE_CACHE_MOUNT}/huggingface",
+    "VLLM_PORT": lambda v: str(VLLM_PORT),
+    "WEIGHTS_STORE": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{v.weights_path}" if v.weights_path else None,
+    "WEIGHTS_DIR": lambda v: model_reference(v) if v.weights_path else None,
+}
+
+ENGINE_ENVIRONMENT: dict[str, dict[str, Setting]] = {
+    # vLLM 0.9.1 (Neuron fork, V0) + NxD Inference, as the source documents ran it.
+    "nxdi-legacy": {
+        "VLLM_NEURON_FRAMEWORK": lambda v: "neuronx-distributed-inference",
+        # Draft-model (fused) speculation exists only on vLLM's V0 Neuron path (docs/facts.md, "vLLM on Neuron").
+        "VLLM_USE_V1": lambda v: "0",
+        "VLLM_RPC_TIMEOUT": lambda v: "100000",
+        "NEURON_RT_VIRTUAL_CORE_SIZE": lambda v: str(v.serving.logical_neuron_cores),
+        # NxDI loads from, or compiles into, this path (the fork's neuronx_distributed loader).
+        "NEURON_COMPILED_ARTIFACTS": lambda v: f"{NODE_CACHE_MOUNT}/{v.artifact_path}",
+        # Let the Neuron compiler read rescaled FP8 (e4m3fn) weights as FP8_EXP4 (the 405B tutorial).
+        "XLA_HANDLE_SPECIAL_SCALAR": lambda v: "1" if v.quantization == "fp8" else None,
+        "UNSAFE_FP8FNCAST": lambda v: "1" if v.quantization == "fp8" else None,
+    },
+    # The vLLM Neuron plugin (vLLM V1): no VLLM_NEURON_FRAMEWORK, no VLLM_USE_V1 (Neuron 2.32
+    # migration-nxdi-to-vllm-neuron.md).
+    "vllm-neuron": {
+        # The NEFF cache lives under it ($VLLM_CACHE_ROOT/neuron/compile_cache).
+        "VLLM_CACHE_ROOT": lambda v: f"{NODE_CACHE_MOUNT}/{v.artifact_path}",
+        # LNC for the plugin's runtime (Neuron logical-neuroncore-config: NEURON_LOGICAL_NC_CONFIG).
+        "NEURON_LOGICAL_NC_CONFIG": lambda v: str(v.serving.logical_neuron_cores),
+        "VLLM_NEURON_COMPILATION_TIMEOUT": lambda v: str(compilation_timeout_seconds(v)),
+        "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": lambda v: str(compilation_timeout_seconds(v)),
+    },
+}
+
+RESERVED_ENVIRONMENT = frozenset({*COMMON_ENVIRONMENT, *(n for table in ENGINE_ENVIRONMENT.values() for n in table),
+                                  TOKEN_VARIABLE})
+"""Every variable the program sets or serve.sh reads: a stack may add others only."""
+
+
+def environment(variant: Variant) -> dict[str, str]:
+    """The program's environment for the variant, then the stack's own (serving.environment)."""
+    table = {**COMMON_ENVIRONMENT, **ENGINE_ENVIRONMENT[variant.engine]}
+    rendered = {name: value for name, setting in table.items() if (value := setting(variant)) is not None}
+    return {**rendered, **variant.serving.environment}
+
+
+def nxdi_legacy_arguments(variant: Variant) -> list[str]:
+    return _common_arguments(variant) + [
+        "--override-neuron-config", json.dumps(variant.neuron_config, sort_keys=True),
+    ] + _speculative_arguments(variant)
+
+
+def vllm_neuron_arguments(variant: Variant) -> list[str]:
+    """Settings under --additional-config's neuron_config, no --device (Neuron 2.32
+    migration-nxdi-to-vllm-neuron.md)."""
+    args = _common_arguments(variant) + [
+        "--max-num-batched-tokens", str(variant.max_num_batched_tokens),
+        # As the EAGLE3 tutorial serves: repeated benchmark prompts must not hit a prefix cache.
+        "--no-enable-prefix-caching",
+        "--additional-config", json.dumps({"neuron_config": variant.neuron_config}, sort_keys=True),
+    ] + _speculative_arguments(variant)
+    if variant.speculation_method == "dflash":
+        # DFlash: no async scheduling, no chunked prefill (vllm-neuron features-guide, docs/facts.md).
+        args += ["--no-async-scheduling", "--no-enable-chunked-prefill"]
+    return args
+
+
+ENGINE_ARGUMENTS: dict[str, Callable[[Variant], list[str]]] = {
+    "nxdi-legacy": nxdi_legacy_arguments, "vllm-neuron": vllm_neuron_arguments}
+
+
+def arguments(variant: Variant) -> list[str]:
+    """`vllm serve ...` as serve.sh runs it (the image's entrypoint is bypassed; both DLCs'
+    entrypoint only runs its arguments anyway: deep-learning-containers common/vllm_entrypoint.py)."""
+    return ENGINE_ARGUMENTS[variant.engine](variant)
