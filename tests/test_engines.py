@@ -159,3 +159,24 @@ def test_a_model_outside_the_catalog_can_be_declared():
     bad = {**PLUGIN, "sd-trn2:models": {"no-slash": {}, "Qwen/Qwen3-32B": {}}}
     found = problems(bad)
     assert "organization" in found["models.no-slash"] and "already in the catalog" in found["models.Qwen/Qwen3-32B"]
+
+
+def test_a_stack_whose_target_and_draft_are_both_declared_plans_with_their_own_facts():
+    """The documented way to use models outside the catalog (README, "Models") must plan, not only
+    parse: the benchmark's run config once looked the models up in the catalog and raised
+    KeyError. Its figures are the declared ones, which no catalog entry has."""
+    from offline.stacks import load_stack, run_stack
+
+    models = {"example/Target-9B": {"tokenizerFamily": "llama3", "gated": False, "paramsBillion": 9.1},
+              "example/Draft-1B": {"tokenizerFamily": "llama3", "gated": False, "paramsBillion": 1.3}}
+    overrides = {"sd-trn2:models": models,
+                 "sd-trn2:serving": {"target": "example/Target-9B", "devicesPerVariant": 1, "maxNumSeqs": 1, "maxModelLen": 1024},
+                 "sd-trn2:variants": [{"name": "base", "role": "baseline"},
+                                      {"name": "sd", "role": "sd", "draft": "example/Draft-1B", "numSpeculativeTokens": 5}]}
+    recording = run_stack(load_stack("llama3.1-8b-llama3.2-1b", overrides))
+    config_map = next(o for o in recording.kubernetes_objects() if o.inputs["metadata"]["name"] == "llmperf-benchmark")
+    variants = {v["name"]: v for v in json.loads(config_map.inputs["data"]["run-config.json"])["variants"]}
+    assert (variants["sd"]["targetParamsBillion"], variants["sd"]["draftParamsBillion"]) == (9.1, 1.3)
+    assert (variants["base"]["target"], variants["base"]["draftParamsBillion"]) == ("example/Target-9B", None)
+    deployments = [o for o in recording.kubernetes_objects() if o.inputs["kind"] == "Deployment"]
+    assert {d.inputs["spec"]["template"]["spec"]["containers"][0]["args"][1] for d in deployments} == {"example/Target-9B"}
