@@ -17,6 +17,14 @@ EXPECTED = {
 }
 
 
+@pytest.mark.parametrize("stack", sorted(KINDS))
+def test_every_stack_file_is_valid(stack):
+    """Each file of stacks/ on its own: a bad one fails here, naming its problems, while the rest
+    of the suite runs on the others (conftest.py leaves it out of their parameters)."""
+    load_stack(stack).spec()
+    assert KINDS[stack] != "invalid"
+
+
 def test_every_model_pairing_has_a_stack():
     assert STANDALONE == sorted(EXPECTED)
     assert KINDS["platform"] == "platform" and SHARED == ["qwen3-32b-qwen3-1.7b-shared"]
