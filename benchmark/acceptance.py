@@ -4,16 +4,16 @@ speedup that acceptance allows (Leviathan et al.).
 Counters: vLLM exposes vllm:spec_decode_num_drafts, _num_draft_tokens, _num_accepted_tokens and
 _num_accepted_tokens_per_pos{position} on /metrics (with the `_total` suffix Prometheus adds), one
 series per engine and model. Acceptance rate = accepted / draft tokens; mean acceptance length =
-1 + accepted / drafts; per position = accepted_per_pos[i] / drafts (FACTS.md "Serving engines";
+1 + accepted / drafts; per position = accepted_per_pos[i] / drafts (docs/facts.md "Serving engines on Trainium2";
 vllm-project/vllm vllm/v1/spec_decode/metrics.py, SpecDecodingProm). The legacy V0 engine has the
 draft- and accepted-token counters but no drafts counter, and on Neuron probably never fills them
-(FACTS.md "vLLM on Neuron"); what is missing is reported as such.
+(docs/facts.md "vLLM on Neuron"); what is missing is reported as such.
 
 Stream: each streamed chunk after the first is taken to be one target step (the first carries the
 prefill's single token), so tokens per step = (completion tokens - 1) / (content chunks - 1),
 summed over requests. That is an implied figure: it assumes one chunk per step.
 
-Theory (FACTS.md "Speculative decoding theory"; arXiv 2211.17192): with acceptance rate a and k
+Theory (docs/facts.md "Speculative decoding theory"; arXiv 2211.17192): with acceptance rate a and k
 draft tokens per step, expected tokens per target step = (1 - a^(k+1)) / (1 - a); with a draft
 that costs c of a target step, the walltime speedup = (1 - a^(k+1)) / ((1 - a)(k c + 1)).
 """

@@ -93,7 +93,7 @@ def wait_for_endpoints(variants: list[dict], healthy: Callable[[str], bool], tim
 
 
 def llmperf_command(python: str, variant: dict, shape: dict, out_dir: Path) -> list[str]:
-    """LLMPerf's own CLI (FACTS.md "LLMPerf"; ray-project/llmperf@f1d6bed:token_benchmark_ray.py argparse
+    """LLMPerf's own CLI (docs/facts.md "LLMPerf"; ray-project/llmperf@f1d6bed:token_benchmark_ray.py argparse
     flags)."""
     runs = math.ceil(shape["requestsPerTestCase"] / shape["concurrency"])
     return [
@@ -155,7 +155,7 @@ def last_error_line(stderr: str) -> str | None:
 
 def thread_deaths(stderr: str) -> int:
     """LLMPerf worker threads that died: Python's threading.excepthook prints "Exception in thread"
-    (a failed request raises ZeroDivisionError in its thread: FACTS.md "LLMPerf, measured")."""
+    (a failed request raises ZeroDivisionError in its thread: docs/facts.md "LLMPerf, measured")."""
     return stderr.count("Exception in thread")
 
 

@@ -1,7 +1,7 @@
 """A measuring proxy between LLMPerf and one vLLM server: every request LLMPerf sends is recorded.
 
 The driver starts one per (test case, variant) on 127.0.0.1 in the pod and points LLMPerf's
-OPENAI_API_BASE at it. Why a proxy rather than patching LLMPerf (FACTS.md "LLMPerf, measured";
+OPENAI_API_BASE at it. Why a proxy rather than patching LLMPerf (docs/facts.md "LLMPerf, measured";
 ray-project/llmperf@f1d6bed:token_benchmark_ray.py get_token_throughput_latencies and
 src/llmperf/ray_clients/openai_chat_completions_client.py llm_request; Neuron's patch,
 aws-neuron/aws-neuron-sdk@81ce03a:src/benchmark/helper_scripts/neuron_perf.patch):

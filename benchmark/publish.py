@@ -1,5 +1,5 @@
 """Publish benchmark results to CloudWatch under the dimensions Variant and TestCase only (the
-dashboard matches a metric only with its full dimension set: FACTS.md "CloudWatch").
+dashboard matches a metric only with its full dimension set: docs/facts.md "CloudWatch").
 
 - Per request, as Values/Counts so CloudWatch can compute percentiles: TTFT, TimePerOutputToken,
   EndToEndLatency, RequestOutputThroughput, InputTokens, OutputTokens (proxy timings, server token
@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 from .analysis import acceptance_figures
 from .results import CaseResult, RequestResult, list_runs, load_case, load_run
 
-# CloudWatch PutMetricData limits (FACTS.md, CloudWatch).
+# CloudWatch PutMetricData limits (docs/facts.md, "CloudWatch").
 MAX_VALUES_PER_DATUM = 150
 MAX_DATA_PER_CALL = 1000
 # A request body is capped at 1 MB; this keeps a batch of full datums well below it.

@@ -120,13 +120,13 @@ def _case_tables(run: dict[str, Any], figures: dict[str, Any]) -> list[str]:
 
 def _seed_section(seed: dict[str, Any]) -> list[str]:
     lines = [f"### Seed {seed['seed']}: {seed['title']}", "",
-             f"Published in ../shared/seeds/{seed['file']}; its statistic: {seed['statistic']}. "
+             f"Published in {seed['document']}; its statistic: {seed['statistic']}. "
              f"'LLMPerf' is this run's LLMPerf summary at the seed's statistic, defined as the seed's figure was.", ""]
     differs = [row for row in seed["shape"] if row["differs"]]
     lines += [f"Shape ({seed['shapeCite']}): " + ("same as the seed where it says." if not differs else
               "**differs**: " + "; ".join(f"{r['field']} seed {r['seed']!r}, run {r['run']!r}" for r in differs)), ""]
     if seed["figures"]:
-        lines += ["| test case | variant | metric | statistic | seed | measured | measured as | LLMPerf | source line |",
+        lines += ["| test case | variant | metric | statistic | seed | measured | measured as | LLMPerf | where in the document |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for row in seed["figures"]:
             lines.append(f"| {row['testCase']} | {row['variant']} | {row['metric']} | {row['statistic']} | {row['published']:.6g} | "

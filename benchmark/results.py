@@ -11,7 +11,7 @@ Layout: DIR/<run-id>/run.json and, per case, DIR/<run-id>/<variant>/<test-case>/
 Figures come from the proxy's records: TTFT and end-to-end time measured in the pod, output and
 input tokens as the server counted them (vLLM's usage chunk). Time per output token (TPOT) is
 (end-to-end - TTFT) / (output tokens - 1) per request: per token, whatever the number of tokens per
-streamed chunk (LLMPerf's inter-token latency is per chunk and includes TTFT: FACTS.md "LLMPerf,
+streamed chunk (LLMPerf's inter-token latency is per chunk and includes TTFT: docs/facts.md "LLMPerf,
 measured"). LLMPerf's summary is kept for reference only.
 """
 from __future__ import annotations

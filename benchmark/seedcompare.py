@@ -99,6 +99,6 @@ def compare(results_dir: Path, run_id: str, run: dict[str, Any]) -> dict[str, An
                          "statistic": stat, "published": published, "measured": _measured(figure, stat, case, figures),
                          "measuredAs": MEASURED_AS[figure.metric][1], "llmperf": _llmperf(figure, stat, case),
                          "cite": figure.cite})
-    return {"seed": seed.id, "title": seed.title, "file": seed.file, "statistic": seed.statistic, "notes": list(seed.notes),
+    return {"seed": seed.id, "title": seed.title, "document": seed.document, "statistic": seed.statistic, "notes": list(seed.notes),
             "shape": _shape(seed, run), "shapeCite": seed.shape.cite, "figures": rows, "missing": missing}
 

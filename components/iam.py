@@ -36,7 +36,7 @@ NODE_MANAGED_POLICIES = (
 
 
 def ec2_node_role(name: str, parent: pulumi.Resource, tags: dict[str, str] | None = None) -> aws.iam.Role:
-    """An instance role with the four policies every EKS node needs (FACTS.md, Karpenter)."""
+    """An instance role with the four policies every EKS node needs (docs/facts.md, "Karpenter v1")."""
     role = aws.iam.Role(
         name,
         assume_role_policy=json.dumps(policy_document([

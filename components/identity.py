@@ -6,7 +6,7 @@ Two mechanisms, chosen once per cluster (`cluster.workloadIdentity`):
 - EKS Pod Identity: the role trusts `pods.eks.amazonaws.com` (sts:AssumeRole + sts:TagSession)
   and an EKS PodIdentityAssociation binds it to one service account; nothing is annotated,
   because an IRSA annotation would win over Pod Identity in the AWS SDKs' and the Mountpoint
-  driver's credential order (FACTS.md, "Mountpoint", "Workload identity").
+  driver's credential order (docs/facts.md, "Mountpoint for Amazon S3 CSI driver", "Workload identity").
 
 A role's permissions are the same in both modes; only `trust_policy` and the binding differ,
 and both live in this module.
@@ -39,7 +39,7 @@ class WorkloadIdentity:
     oidc_issuer: pulumi.Input[str] | None = None
     """IRSA only: the issuer host and path *without* `https://`, as IAM condition keys spell it.
     pulumi-eks `Cluster.oidc_issuer` is documented as "OIDC Provider URL without leading
-    `https://`"; `oidc_provider_url` carries the scheme and can never match (FACTS.md)."""
+    `https://`"; `oidc_provider_url` carries the scheme and can never match (docs/facts.md, "pulumi-eks outputs and add-ons")."""
 
     def __post_init__(self) -> None:
         if self.mechanism == "irsa" and (self.oidc_provider_arn is None or self.oidc_issuer is None):

@@ -1,6 +1,6 @@
 """Facts the config is checked against: the models this project knows and the trn2 shapes.
 
-Model facts come from the Hugging Face model cards; instance facts from ../shared/FACTS.md
+Model facts come from the Hugging Face model cards; instance facts from docs/facts.md
 ("Trainium2 arithmetic") and the EC2 trn2 instance page.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ class ModelInfo:
     """"model": a full causal LM, usable as a target or as a plain draft (vLLM's draft_model
     speculation, fused by NxDI; legacy engine only). "eagle-head" (legacy engine, EAGLE mode),
     "eagle3-head" and "dflash-head" (vLLM Neuron plugin): draft heads that only speculate for
-    the targets they were trained on (FACTS.md, "vLLM on Neuron", "Serving engines")."""
+    the targets they were trained on (docs/facts.md, "vLLM on Neuron", "Serving engines")."""
     draft_for: tuple[str, ...] = ()
     """A head's targets (verifiers); empty for full models."""
 
@@ -120,7 +120,7 @@ at 1.15.0). Once a node of a type has joined, Karpenter uses its real capacity i
 (pkg/providers/instancetype/instancetype.go L228-230), which is at least this estimate's."""
 
 INSTANCE_SHAPES: dict[str, InstanceShape] = {
-    # ~$35.76/h: the one figure found, from a third-party source for us-east-1 in 2026-02 (FACTS.md,
+    # ~$35.76/h: the one figure found, from a third-party source for us-east-1 in 2026-02 (docs/facts.md,
     # "Regions and capacity"); no AWS page was found, and Karpenter's us-east-1 table has no trn2.
     "trn2.48xlarge": InstanceShape(neuron_devices=16, vcpus=192, memory_mib=2097152, primary_network_gbps=200,
                                    default_card_enis=2, ipv4_per_eni=50, approx_hourly_usd=35.76),
@@ -129,7 +129,7 @@ INSTANCE_SHAPES: dict[str, InstanceShape] = {
 }
 
 # The Neuron DRA driver exposes connected device groups of these sizes only
-# (resource.aws.com/devicegroup{1,4,8,16}_id; FACTS.md "Neuron DRA driver").
+# (resource.aws.com/devicegroup{1,4,8,16}_id; docs/facts.md "Neuron DRA driver").
 DEVICE_GROUP_SIZES = (1, 4, 8, 16)
 DEVICES_PER_VARIANT = (1, 2, 4, 8, 16)
 """A variant's devices: a whole group, or 2 devices claimed inside one 4-device group (TP 8 at
@@ -178,4 +178,4 @@ TAG_KEY_MAX, TAG_VALUE_MAX = 128, 256
 KARPENTER_RESERVED_TAGS = ("eks:eks-cluster-name", "kubernetes.io/cluster/", "karpenter.sh/nodepool",
                            "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass")
 """Tags the EC2NodeClass refuses (its CEL rule "tag contains a restricted tag matching ...",
-shared/schemas/karpenter-v1.14.1/karpenter.k8s.aws_ec2nodeclasses.yaml); the stack's tags go there."""
+tests/data/karpenter-crds-v1.14.1/karpenter.k8s.aws_ec2nodeclasses.yaml); the stack's tags go there."""

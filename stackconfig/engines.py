@@ -53,11 +53,11 @@ ENGINES: dict[str, EngineInfo] = {
 METHOD_DRAFT_KIND = {"draft_model": "model", "eagle": "eagle-head", "eagle3": "eagle3-head", "dflash": "dflash-head"}
 
 # DFlash's documented limits (vllm-project/vllm-neuron main, docs/guides/features-guide.md;
-# FACTS.md "Serving engines"): TP 4 or 8, BF16 target/draft/KV cache, no chunked prefill, no
+# docs/facts.md "Serving engines on Trainium2"): TP 4 or 8, BF16 target/draft/KV cache, no chunked prefill, no
 # async scheduling, no prefix caching.
 DFLASH_TENSOR_PARALLEL = (4, 8)
 
-# The plugin's segmented-prefill rule (vllm_neuron bucket utils, FACTS.md "Serving engines"):
+# The plugin's segmented-prefill rule (vllm_neuron bucket utils, docs/facts.md "Serving engines on Trainium2"):
 # single-shot prefill up to this length; beyond it max_num_batched_tokens must be one of the
 # supported KV segment sizes.
 SINGLE_SHOT_PREFILL_MAX = 16 * 1024

@@ -27,7 +27,7 @@ SupportType = Literal["STANDARD", "EXTENDED"]
 SpeculationMethod = Literal["draft_model", "eagle", "eagle3", "dflash"]
 """vLLM's speculative_config method: "draft_model" for a plain draft model (vLLM's default when
 no method is given) and "eagle" for an EAGLE head on nxdi-legacy; "eagle3" and "dflash" heads on
-vllm-neuron (FACTS.md, "vLLM on Neuron", "Serving engines")."""
+vllm-neuron (docs/facts.md, "vLLM on Neuron", "Serving engines")."""
 
 # Mountpoint for S3 is mounted at the same path as in the sample (seed 000).
 MODEL_STORE_MOUNT_PATH = "/var/mdl"
@@ -178,7 +178,7 @@ class Variant:
         config: dict[str, Any] = {"save_sharded_checkpoint": True, **self.serving.neuron_config, **self.neuron_config_extra}
         if self.is_speculative:
             # NxDI builds fused speculation from vLLM's speculative config whatever its method;
-            # EAGLE needs its own switch on top (FACTS.md, "vLLM on Neuron").
+            # EAGLE needs its own switch on top (docs/facts.md, "vLLM on Neuron").
             config["enable_fused_speculation"] = True
             if self.speculation_method == "eagle":
                 config["enable_eagle_speculation"] = True

@@ -672,7 +672,7 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
                 draft_len = serving.max_model_len
             elif serving.max_model_len and draft_len > serving.max_model_len:
                 # vLLM's SpeculativeConfig._maybe_override_draft_max_model_len raises "cannot be
-                # larger than target_max_model_len" (FACTS.md, "vLLM on Neuron").
+                # larger than target_max_model_len" (docs/facts.md, "vLLM on Neuron").
                 s.problem("draftMaxModelLen", f"{draft_len} is above serving.maxModelLen {serving.max_model_len}; vLLM refuses a draft longer than its target")
             elif benchmark.input_tokens and draft_len < needed:
                 s.problem("draftMaxModelLen", f"{draft_len} is smaller than the longest benchmark sequence plus the speculation window ({needed})")

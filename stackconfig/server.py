@@ -123,7 +123,7 @@ def vllm_neuron_arguments(variant: Variant) -> list[str]:
         "--additional-config", json.dumps({"neuron_config": variant.neuron_config}, sort_keys=True),
     ] + _speculative_arguments(variant)
     if variant.speculation_method == "dflash":
-        # DFlash: no async scheduling, no chunked prefill (vllm-neuron features-guide, docs/facts.md).
+        # DFlash: no async scheduling, no chunked prefill (vllm-neuron features-guide; docs/facts.md, "Serving engines on Trainium2").
         args += ["--no-async-scheduling", "--no-enable-chunked-prefill"]
     return args
 

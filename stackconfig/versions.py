@@ -162,8 +162,8 @@ BENCHMARK_IMAGE = Pin("public.ecr.aws/docker/library/python:3.11.14-slim-bookwor
                       "docker-library/official-images library/python lists 3.11.14-slim-bookworm; public.ecr.aws/"
                       "docker/library mirrors the Docker official images. Python 3.11: the version "
                       "benchmark/requirements-pod.lock was resolved and install-tested for (header of "
-                      "benchmark/requirements-pod.in); LLMPerf runs unchanged on 3.11 from src/ (docs/facts.md, "
-                      "\"LLMPerf, measured\")")
+                      "benchmark/requirements-pod.in); LLMPerf runs unchanged on 3.11 from src/ "
+                      "(docs/facts.md, 'LLMPerf, measured')")
 LLMPERF_COMMIT = Pin("f1d6bed47e4501b0e371082b41601b59ab55269f",
                      "ray-project/llmperf, its last commit (2024-12); benchmark/llmperf/<commit>.manifest holds its "
                      "git tree, which the pod checks every file against")

@@ -1,4 +1,4 @@
-"""AWS answers for the APIs moto does not implement (FACTS.md, "Regions and capacity": EKS
+"""AWS answers for the APIs moto does not implement (docs/facts.md, "Regions and capacity": EKS
 DescribeAddonVersions, Service Quotas for ec2, DescribeCapacityReservations, Capacity Block
 offerings, Pricing), for botocore's Stubber.
 

@@ -7,7 +7,7 @@ the request asks for `stream_options.include_usage`, a chunk with `"choices": []
 `data: [DONE]`. The first content chunk holds the prefill's one token; every later chunk is one
 target step: one token for a baseline, 1 + accepted draft tokens for speculative decoding, with
 the acceptance pattern given. `/metrics` exposes vLLM's speculative-decoding counters
-(FACTS.md "Serving engines", acceptance counters) consistent with what was streamed. Chosen
+(docs/facts.md "Serving engines on Trainium2", acceptance counters) consistent with what was streamed. Chosen
 requests (by arrival order) fail with HTTP 500 as vLLM's error response.
 
 Text is a function of the prompt, so a baseline and an SD server answer a prompt identically, as

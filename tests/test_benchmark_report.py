@@ -68,7 +68,7 @@ def test_seed_001_is_printed_beside_the_run_at_its_p99(tmp_path, capsys):
     assert ttft["measured"] == pytest.approx(percentile([r["ttft_s"] for r in base], 99)) and ttft["llmperf"] == 0.06
     tokens = rows[("sd", "number_output_tokens")]
     assert (tokens["published"], tokens["measured"], tokens["llmperf"]) == (565.37, 512, 565)
-    assert tokens["cite"] == "001_5c1246b9521b1412.txt:204"
+    assert tokens["cite"] == "Step 4, the speculative configuration's LLMPerf summary"
     throughput = rows[("baseline", "request_output_throughput_token_per_s")]
     assert throughput["measured"] == pytest.approx(percentile([512 / r["e2e_s"] for r in base], 99))
     out = capsys.readouterr().out
@@ -305,17 +305,17 @@ def a_report() -> dict:
                                   "counters": {"acceptance_rate": 0.61234, "mean_acceptance_length": None}},
                       vs_baseline={"baseline": "base", "speedup_tpot": None, "speedup_e2e": 2.7027, "leviathan": None,
                                    "lossless": {"checked": True, "compared": 10, "matching": 10, "mismatched_requests": []}})}
-    seed = {"seed": "001", "title": "NxDI tutorial", "file": "001_x.txt", "statistic": "p99", "notes": ["a note"],
-            "missing": ["ttft_s (sd) for prompt 'q': no such test case in this run"], "shapeCite": "001_x.txt:110-121",
+    seed = {"seed": "001", "title": "NxDI tutorial", "document": "the NxDI tutorial", "statistic": "p99", "notes": ["a note"],
+            "missing": ["ttft_s (sd) for prompt 'q': no such test case in this run"], "shapeCite": "Step 4, its command",
             "shape": [{"field": "concurrency", "seed": 1, "run": 4, "differs": True},
                       {"field": "input tokens", "seed": 128, "run": 128, "differs": False},
                       {"field": "sampling params", "seed": {}, "run": {"temperature": 0}, "differs": True}],
             "figures": [{"testCase": "sonnets", "variant": "base", "role": "baseline", "metric": "ttft_s", "statistic": "p99",
                          "published": 0.04828366368776187, "measured": 0.0633, "measuredAs": "TTFT at the proxy",
-                         "llmperf": None, "cite": "001_x.txt:129"},
+                         "llmperf": None, "cite": "Step 4, baseline"},
                         {"testCase": "sonnets", "variant": "sd", "role": "sd", "metric": "number_output_tokens",
                          "statistic": "p99", "published": 565.37, "measured": None, "measuredAs": "server usage",
-                         "llmperf": 565.123456, "cite": "001_x.txt:204"}]}
+                         "llmperf": 565.123456, "cite": "Step 4, SD"}]}
     r1 = {"stack": "qwen3-32b-qwen3-0.6b", "status": "complete", "reason": None, "startedAt": "2026-11-20T09:00:00Z",
           "finishedAt": "2026-11-20T10:00:00Z", "shape": SHAPE, "seed": "001",
           "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f", "variants": VARIANTS,
@@ -396,14 +396,14 @@ EXPECTED_MARKDOWN = "\n".join([
     '',
     '### Seed 001: NxDI tutorial',
     '',
-    "Published in ../shared/seeds/001_x.txt; its statistic: p99. 'LLMPerf' is this run's LLMPerf summary at the seed's statistic, defined as the seed's figure was.",
+    "Published in the NxDI tutorial; its statistic: p99. 'LLMPerf' is this run's LLMPerf summary at the seed's statistic, defined as the seed's figure was.",
     '',
-    "Shape (001_x.txt:110-121): **differs**: concurrency seed 1, run 4; sampling params seed {}, run {'temperature': 0}",
+    "Shape (Step 4, its command): **differs**: concurrency seed 1, run 4; sampling params seed {}, run {'temperature': 0}",
     '',
-    '| test case | variant | metric | statistic | seed | measured | measured as | LLMPerf | source line |',
+    '| test case | variant | metric | statistic | seed | measured | measured as | LLMPerf | where in the document |',
     '|---|---|---|---|---|---|---|---|---|',
-    '| sonnets | base | ttft_s | p99 | 0.0482837 | 0.0633 | TTFT at the proxy | n/a | 001_x.txt:129 |',
-    '| sonnets | sd | number_output_tokens | p99 | 565.37 | n/a | server usage | 565.1235 | 001_x.txt:204 |',
+    '| sonnets | base | ttft_s | p99 | 0.0482837 | 0.0633 | TTFT at the proxy | n/a | Step 4, baseline |',
+    '| sonnets | sd | number_output_tokens | p99 | 565.37 | n/a | server usage | 565.1235 | Step 4, SD |',
     '- a note',
     "- ttft_s (sd) for prompt 'q': no such test case in this run",
     '',
@@ -442,14 +442,14 @@ def test_a_variant_without_node_lossless_check_or_counters():
 
 
 def test_a_seed_section_with_the_same_shape_and_no_figures():
-    seed = {"seed": "000", "title": "EKS sample", "file": "000_x.txt", "statistic": "none", "notes": ["n1", "n2"], "missing": [],
-            "shapeCite": "000_x.txt:89", "shape": [{"field": "input tokens", "seed": 64, "run": 64, "differs": False}],
+    seed = {"seed": "000", "title": "EKS sample", "document": "the EKS sample's README", "statistic": "none", "notes": ["n1", "n2"], "missing": [],
+            "shapeCite": "Performance Results", "shape": [{"field": "input tokens", "seed": 64, "run": 64, "differs": False}],
             "figures": []}
     assert report._seed_section(seed) == [
         "### Seed 000: EKS sample", "",
-        "Published in ../shared/seeds/000_x.txt; its statistic: none. 'LLMPerf' is this run's LLMPerf summary at the seed's "
+        "Published in the EKS sample's README; its statistic: none. 'LLMPerf' is this run's LLMPerf summary at the seed's "
         "statistic, defined as the seed's figure was.", "",
-        "Shape (000_x.txt:89): same as the seed where it says.", "", "- n1", "- n2", ""]
+        "Shape (Performance Results): same as the seed where it says.", "", "- n1", "- n2", ""]
 
 
 class FakeMatplotlib:

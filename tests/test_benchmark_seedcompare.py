@@ -167,16 +167,16 @@ def test_compare_puts_each_published_figure_beside_the_measured_and_llmperfs(tmp
     result = seedcompare.compare(tmp_path, "r1", run)
     seed = SEEDS["002"]
     assert result == {
-        "seed": "002", "title": seed.title, "file": "002_555f20ba543ffc60.txt", "statistic": "one example run",
-        "notes": list(seed.notes), "shape": seedcompare._shape(seed, run), "shapeCite": "002_555f20ba543ffc60.txt:116-122",
+        "seed": "002", "title": seed.title, "document": "the choral-spec README, 'Distributed and Fused Speculative Decoding on AWS Trainium' (github.com/yfzzzyyls/choral-spec)", "statistic": "one example run",
+        "notes": list(seed.notes), "shape": seedcompare._shape(seed, run), "shapeCite": "'Start the Fused Speculative Server' and the client command",
         "missing": [],
         "figures": [
             {"testCase": "sonnets", "variant": "sd", "role": "sd", "metric": "request_output_throughput_token_per_s",
              "statistic": "value", "published": 19.36, "measured": pytest.approx(401 / 8.2),
-             "measuredAs": "server tokens / end-to-end", "llmperf": 21.5, "cite": "002_555f20ba543ffc60.txt:149"},
+             "measuredAs": "server tokens / end-to-end", "llmperf": 21.5, "cite": "'Fused Architecture' example output: Tokens per second"},
             {"testCase": "sonnets", "variant": "sd", "role": "sd", "metric": "acceptance_rate", "statistic": "value",
              "published": 0.7107, "measured": 0.625, "measuredAs": "accepted / draft tokens (/metrics, else implied)",
-             "llmperf": None, "cite": "002_555f20ba543ffc60.txt:150"}]}
+             "llmperf": None, "cite": "'Fused Architecture' example output: acceptance rate"}]}
 
 
 def test_compare_names_the_figures_the_run_has_no_test_case_or_variant_for(tmp_path):

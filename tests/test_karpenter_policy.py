@@ -20,7 +20,7 @@ from .helpers import role_documents
 
 UPSTREAM = json.loads((Path(__file__).parent / "data" / f"karpenter-v{KARPENTER.version}-controller-policy.json").read_text())
 # Sids whose Resource must be "*": their actions have no resource type in the Service
-# Authorization Reference; scoped to an ARN they are never granted (FACTS.md, "Karpenter v1").
+# Authorization Reference; scoped to an ARN they are never granted (docs/facts.md, "Karpenter v1").
 UNSCOPED_ONLY = {"AllowUnscopedInstanceProfileListAction": "iam:ListInstanceProfiles",
                  "AllowPricingReadActions": "pricing:GetProducts"}
 

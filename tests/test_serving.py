@@ -181,7 +181,7 @@ def test_csi_driver_role_is_scoped_to_the_bucket(recording):
 
 def test_mountpoint_gets_region_and_throughput_it_cannot_detect(recording, spec):
     """Mountpoint v2 pods cannot reach IMDS at the nodes' hop limit of 1, so without these
-    options the region is guessed and throughput falls back to 10 Gbps (FACTS.md, "Mountpoint")."""
+    options the region is guessed and throughput falls back to 10 Gbps (docs/facts.md, "Mountpoint for Amazon S3 CSI driver")."""
     node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs["spec"]
     assert node_class["metadataOptions"]["httpPutResponseHopLimit"] == 1
     options = recording.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]["mountOptions"]

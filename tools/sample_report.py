@@ -4,7 +4,7 @@ in the driver's results layout and rendered by the real report code. Not a measu
     python -m tools.sample_report [--out build/sample-results] [--png docs/sample-report.png]
 
 Structured prompt: SD at ~15 ms per token against ~45 ms, about 5.9 tokens per target step;
-open-ended prompt: no gain, about 1.4 tokens per step (seed 003 lines 40-41); one failed request.
+open-ended prompt: no gain, about 1.4 tokens per step (seed 003, its results); one failed request.
 """
 from __future__ import annotations
 

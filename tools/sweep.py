@@ -2,7 +2,7 @@
 
 Karpenter's instances, launch templates and instance profiles are not in Pulumi's state; an
 interrupted destroy can strand them, and their network interfaces then block security-group and
-VPC deletion (FACTS.md, "Destroy pitfalls"). The cluster's log groups (control plane, Container
+VPC deletion (docs/facts.md, "Destroy pitfalls"). The cluster's log groups (control plane, Container
 Insights) belong to the program, which deletes them after their writers; one still here means a
 destroy did not finish, or a writer recreated it. This searches the stack's own region (its
 aws:region, whatever the shell's region says) by the tags those owners put on what they create.

@@ -22,7 +22,7 @@ def claim_template_name(devices: int) -> str:
 
 
 def claim_template_spec(devices: int, instance_type: str, logical_neuron_cores: int) -> dict:
-    """resource.k8s.io/v1 claim for `devices` connected Neuron devices (FACTS.md, Neuron DRA).
+    """resource.k8s.io/v1 claim for `devices` connected Neuron devices (docs/facts.md, "Neuron DRA driver").
 
     The driver publishes groups of 1, 4, 8 and 16 connected devices (devicegroupN_id); a claim
     is constrained to the smallest group that holds it, so 2 devices (TP 8 at LNC 2, the

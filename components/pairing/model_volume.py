@@ -26,7 +26,7 @@ def mount_options(region: str, shape: InstanceShape) -> list[str]:
     both are given: the region, and the bandwidth of the card that carries pod traffic.
     """
     return [f"region {region}", f"maximum-throughput-gbps {shape.primary_network_gbps}",
-            # Mountpoint semantics (FACTS.md): new files only, written sequentially; deletes and
+            # Mountpoint semantics (docs/facts.md, "Mountpoint for Amazon S3 CSI driver"): new files only, written sequentially; deletes and
             # overwrites allowed so a half-published compile can be cleared and redone.
             "allow-delete", "allow-overwrite"]
 

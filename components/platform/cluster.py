@@ -38,7 +38,7 @@ def node_addon(name: str, cluster_name: str, addon: str, version: pulumi.Input[s
     """An EKS add-on whose pods need a node: created only once the system node group exists.
 
     Created with the control plane, such an add-on stays DEGRADED and the provider's waiter fails
-    the first `pulumi up` after ~20 minutes (pulumi/pulumi-eks#1819, #1525; FACTS.md). OVERWRITE
+    the first `pulumi up` after ~20 minutes (pulumi/pulumi-eks#1819, #1525; docs/facts.md, "pulumi-eks outputs and add-ons"). OVERWRITE
     takes over the self-managed copy EKS bootstraps (bootstrapSelfManagedAddons defaults to true).
     """
     return aws.eks.Addon(
@@ -126,7 +126,7 @@ class Cluster(pulumi.ComponentResource):
             addons.append(node_addon(f"{name}-pod-identity-agent", args.cluster_name, "eks-pod-identity-agent",
                                      versions["eks-pod-identity-agent"], system_nodes, self))
         # Karpenter's nodes join through the EKS-managed cluster security group, which it finds
-        # by the discovery tag (FACTS.md: selectors by tag, not by id).
+        # by the discovery tag: selectors by tag keep working when the group is replaced.
         described = aws.eks.get_cluster_output(
             name=args.cluster_name, opts=pulumi.InvokeOutputOptions(parent=self, depends_on=[cluster])
         )

@@ -9,7 +9,7 @@ import pulumi_aws as aws
 
 from ..iam import deny_insecure_transport, policy_document
 
-# EventBridge events Karpenter acts on (FACTS.md, "Interruption queue").
+# EventBridge events Karpenter acts on (docs/facts.md, "Karpenter v1").
 INTERRUPTION_EVENTS = {
     "health": {"source": ["aws.health"], "detail-type": ["AWS Health Event"]},
     "spot-interruption": {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},

@@ -15,7 +15,7 @@ from .interruption_queue import InterruptionQueue, InterruptionQueueArgs
 from .karpenter_policy import controller_policy
 
 # A fixed release name keeps the service account name ("karpenter": the chart names it after the
-# release fullname, charts/karpenter/templates/_helpers.tpl) stable for the role binding (FACTS.md).
+# release fullname, charts/karpenter/templates/_helpers.tpl) stable for the role binding (docs/facts.md, "Karpenter v1").
 RELEASE_NAME = "karpenter"
 CRD_RELEASE_NAME = "karpenter-crd"
 NAMESPACE = "kube-system"
@@ -83,7 +83,7 @@ class Karpenter(pulumi.ComponentResource):
                     "clusterName": args.cluster_name,
                     "interruptionQueue": queue.name,
                     # Static NodePools (spec.replicas) are how trn2 nodes come up at all: Karpenter
-                    # does not provision for pods with DRA claims (FACTS.md, "Karpenter and DRA").
+                    # does not provision for pods with DRA claims (docs/facts.md, "Karpenter and DRA").
                     # settings.featureGates.staticCapacity: alpha, off by default, unchanged in 1.15.0
                     # (aws/karpenter-provider-aws@d77d1a3 charts/karpenter/values.yaml, image tag 1.15.0).
                     "featureGates": {"staticCapacity": True},

@@ -192,7 +192,7 @@ def controller_policy(
         },
         {
             # The action has no resource type: scoped to an ARN it is never granted, and
-            # instance-profile garbage collection fails on every pass (FACTS.md, "Karpenter v1").
+            # instance-profile garbage collection fails on every pass (docs/facts.md, "Karpenter v1").
             "Sid": "AllowUnscopedInstanceProfileListAction",
             "Effect": "Allow",
             "Action": ["iam:ListInstanceProfiles"],

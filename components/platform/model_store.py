@@ -22,7 +22,7 @@ CSI_NAMESPACE = "kube-system"
 
 
 def bucket_access_policy(bucket_arn: str) -> dict:
-    """What Mountpoint needs on one bucket, and nothing on any other (FACTS.md, Mountpoint)."""
+    """What Mountpoint needs on one bucket, and nothing on any other (docs/facts.md, "Mountpoint for Amazon S3 CSI driver")."""
     return policy_document([
         {"Sid": "ListTheModelBucket", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn},
         {"Sid": "ReadWriteModelObjects", "Effect": "Allow",

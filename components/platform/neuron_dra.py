@@ -17,7 +17,7 @@ from stackconfig.versions import NEURON_HELM_CHART, NEURON_HELM_CHART_VERSION
 # the chart alone creates the driver's namespace, as AWS's own test installs it
 # (aws/amazon-cloudwatch-agent-test terraform/eks/daemon/otel-neuron-dra/main.tf). The 1.10.0
 # chart tree itself could not be read here; its values and this template were confirmed from
-# older chart versions and the release notes (FACTS.md, "Neuron DRA driver").
+# older chart versions and the release notes (docs/facts.md, "Neuron DRA driver").
 RELEASE_NAMESPACE = "kube-system"
 DRA_NAMESPACE = "neuron-dra-driver"
 
@@ -50,7 +50,7 @@ class NeuronDra(pulumi.ComponentResource):
                 # values could not be read; tests/test_capacity.py holds the 1.9.0 defaults).
                 "draDriver": {"enabled": True, "namespaceOverride": DRA_NAMESPACE},
                 # The device plugin defaults to on; beside the DRA driver it would hand the same
-                # devices out twice (FACTS.md).
+                # devices out twice (docs/facts.md, "Neuron DRA driver").
                 "devicePlugin": {"enabled": False},
                 "scheduler": {"enabled": False},
                 "npd": {"enabled": False},

@@ -1,7 +1,7 @@
 """A stand-in for LLMPerf's token_benchmark_ray.py (ray-project/llmperf f1d6bed), for tests only.
 
 Real LLMPerf cannot be installed from the package registries, and its code may not be copied into
-this repository, so this is written from the behaviour recorded in FACTS.md "LLMPerf, measured"
+this repository, so this is written from the behaviour recorded in docs/facts.md "LLMPerf, measured"
 (F below) and from its code (the files and functions named below are in
 ray-project/llmperf@f1d6bed). It keeps the interface the driver uses (flags, environment, output
 files and keys) and reproduces the arithmetic and failure behaviour the driver has to survive.

@@ -64,7 +64,7 @@ def check_offerings(platform: PlatformSpec, offered: list[str], reservations_pos
 
 QUOTA = "quota"
 QUOTA_NAME = "Running On-Demand Trn instances"
-# The code two independent sources give (FACTS.md, "Regions and capacity"); the quota is found
+# The code two independent sources give (docs/facts.md, "Regions and capacity"); the quota is found
 # by its name first, and the code's answer is used only if it carries that name.
 QUOTA_CODE = "L-2C3B7624"
 
@@ -79,7 +79,7 @@ def trn_quota(quotas: Any) -> dict | None:
 
 
 def check_quota(spec: StackSpec, quotas: Any) -> Result:
-    """Running on-demand Trn instances are counted in vCPUs (FACTS.md): the nodes need
+    """Running on-demand Trn instances are counted in vCPUs (docs/facts.md, "Regions and capacity"): the nodes need
     node_count x vCPUs of the instance type. Reserved capacity launches into the reservations,
     which the reservations check covers."""
     capacity = spec.capacity

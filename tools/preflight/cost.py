@@ -6,7 +6,7 @@ stack is both. Not priced: EBS volumes, S3, data
 transfer, the NAT's public IPv4 address, CloudWatch. A price the API does not give (or cannot be
 asked for) falls back to a cited list price and the line says "approximate".
 
-GetProducts is served from us-east-1 (FACTS.md, "Regions and capacity"). Each PriceList entry is
+GetProducts is served from us-east-1 (docs/facts.md, "Regions and capacity"). Each PriceList entry is
 one product as JSON: product.attributes (instanceType, usagetype, ...) and
 terms.OnDemand.<offer>.priceDimensions.<rate>.pricePerUnit.USD (AWS Billing user guide,
 "Reading the service price list file for an AWS service"; Karpenter reads the same fields:
@@ -78,7 +78,7 @@ def products(pricing: Any, service: str, filters: dict[str, str]) -> list[str]:
 
 def instance_filters(instance_type: str, region: str) -> dict[str, str]:
     """One Linux on-demand shared-tenancy price, the filters Karpenter uses (pricing.go
-    fetchOnDemandPricing; FACTS.md)."""
+    fetchOnDemandPricing; docs/facts.md, "Regions and capacity")."""
     return {"instanceType": instance_type, "regionCode": region, "operatingSystem": "Linux", "tenancy": "Shared",
             "preInstalledSw": "NA", "capacitystatus": "Used", "marketoption": "OnDemand"}
 

@@ -7,7 +7,7 @@
                   `concurrency` at a time
 
 50 ms per output token is above every per-token latency the seeds publish (the slowest, seed 004's
-Llama-3.1-405B BF16 baseline, has a p50 inter-token latency of 37.9 ms; FACTS.md), so the
+Llama-3.1-405B BF16 baseline, has a p50 inter-token latency of 37.9 ms; docs/facts.md, "The source documents"), so the
 benchmark term errs long. The result is an estimate and is labelled one wherever it is shown.
 """
 from __future__ import annotations

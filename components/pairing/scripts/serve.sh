@@ -5,7 +5,7 @@
 # unique to the variant's compile settings. If they are complete (marker file), copy them to
 # $COMPILE_DIR on the node's NVMe and load them. Otherwise compile there, serve, and once
 # /health answers publish them with plain sequential copies: Mountpoint allows new files written
-# in order, and no renames (FACTS.md), which the compilers' own writes and safetensors' rename
+# in order, and no renames (docs/facts.md, "Mountpoint for Amazon S3 CSI driver"), which the compilers' own writes and safetensors' rename
 # would break. COMPILE_DIR is what the engine compiles into: NxDI's NEURON_COMPILED_ARTIFACTS or
 # the vLLM Neuron plugin's VLLM_CACHE_ROOT (stackconfig/server.py).
 # One Deployment replica with the Recreate strategy per variant means one compiler per path.
