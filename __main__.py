@@ -8,8 +8,8 @@ import pulumi
 from components.handle import ClusterHandle
 from components.pairing import build_pairing
 from components.platform import aws_provider, build_platform, stack_tags
-from stackconfig import HUGGING_FACE_TOKEN_KEY, ConfigError, PlatformSpec, parse_stack_config
 from components.runtime import hugging_face_token, stack_config
+from stackconfig import HUGGING_FACE_TOKEN_KEY, ConfigError, PlatformSpec, parse_stack_config
 from stackconfig.source import StackFiles
 
 project, stack = pulumi.get_project(), pulumi.get_stack()

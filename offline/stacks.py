@@ -12,7 +12,6 @@ from .engine import Recording, StackOutputs, run_program
 __all__ = ["load_stack", "run_stack", "stack_names"]
 
 
-
 def run_stack(stack_input: StackInput, preview: bool = False) -> Recording:
     """Run __main__.py exactly as `pulumi up` (or `pulumi preview`) would, against the recording
     engine. A shared pairing's StackReference reads the outputs of its platform's offline plan."""

@@ -139,6 +139,8 @@ LNC 2, the EAGLE3 tutorial's shape; components/pairing/claim_templates.py claim_
 def device_group_for(devices: int) -> int:
     """The connected group a claim of `devices` is constrained to: the smallest that holds it."""
     return min(size for size in DEVICE_GROUP_SIZES if size >= devices)
+
+
 LOGICAL_NEURON_CORE_SIZES = (1, 2)
 SPECULATIVE_TOKENS_RANGE = (1, 15)
 MIN_KUBERNETES_VERSION = (1, 34)
@@ -162,6 +164,8 @@ def known_regions() -> tuple[str, ...]:
     """Regions of the standard AWS partition where EKS has an endpoint, from botocore's own
     endpoint data (botocore/data/endpoints.json, pinned through boto3 in requirements.txt)."""
     return tuple(sorted(botocore.session.get_session().get_available_regions("eks")))
+
+
 CAPACITY_TYPES = ("on-demand", "reserved")
 
 # Limits of where config values end up (each checked by validation, naming the key to change):

@@ -44,6 +44,7 @@ EKS_SUPPORT: dict[str, EksSupport] = {
 
 # --- EKS add-ons ---------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class AddonPin:
     """One add-on's build for one Kubernetes version.

@@ -157,9 +157,9 @@ def test_a_gated_stack_with_another_problem_is_not_told_its_token_is_missing(pro
 
 
 def test_the_dashboard_rule_counts_what_the_dashboard_draws():
+    from benchmark.pod import DASHBOARD_WIDGETS_PER_TEST_CASE
     from components.pairing.dashboard import dashboard_body
     from offline.stacks import load_stack
-    from benchmark.pod import DASHBOARD_WIDGETS_PER_TEST_CASE
 
     spec = load_stack(QWEN).spec()
     widgets = dashboard_body(spec, spec.region)["widgets"]

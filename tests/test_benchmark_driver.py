@@ -58,7 +58,7 @@ def one_request_runner(calls):
     def runner(argv, env, cwd, out_dir, deadline_s):
         calls.append((argv, env, (cwd / driver.PROMPT_FILE).read_text(), deadline_s))
         body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True, "max_tokens": 3}
-        requests.post(env["OPENAI_API_BASE"] + "/chat/completions", json=body, stream=True, timeout=10).content
+        _ = requests.post(env["OPENAI_API_BASE"] + "/chat/completions", json=body, stream=True, timeout=10).content  # read it all
         (out_dir / driver.STDERR_FILE).write_text("100%|##########| 1/1\n")
         return 0
     return runner

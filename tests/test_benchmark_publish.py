@@ -109,7 +109,6 @@ def test_reserved_namespace_is_refused():
         publish.publish_data(Recorder(), "AWS/EC2", [{"Values": [1.0]}])
 
 
-
 def test_llmperf_inter_token_latency_leaves_out_the_responses_it_marked_failed(tmp_path):
     write_run(tmp_path, "r1", {"counting": "x"})
     folder = write_case(tmp_path, "r1", "base", "counting", [record(ttft=0.05, e2e=3.0, tokens=100, start=T0),

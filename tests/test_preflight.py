@@ -86,7 +86,7 @@ class HubHandler(http.server.BaseHTTPRequestHandler):
 
     seen: list[str] = []
 
-    def do_GET(self):  # noqa: N802 (http.server's naming)
+    def do_GET(self):
         HubHandler.seen.append(self.headers.get("authorization", ""))
         parts = self.path.strip("/").split("/")
         token = self.headers.get("authorization", "").removeprefix("Bearer ")
@@ -350,7 +350,7 @@ def addons_answer(spec, answers: dict[str, list[tuple[str, bool]]], deployed: di
 def offered_as_planned(spec) -> dict[str, list[tuple[str, bool]]]:
     """EKS offering each pin as its default, and for an EKS-default add-on a newer build too."""
     pins = stack_addons(spec.cluster.kubernetes_version, spec.cluster.workload_identity)
-    return {name: [(f"v2.99.0-eksbuild.1" if name == "aws-mountpoint-s3-csi-driver" else "v9.9.9-eksbuild.1", False),
+    return {name: [("v2.99.0-eksbuild.1" if name == "aws-mountpoint-s3-csi-driver" else "v9.9.9-eksbuild.1", False),
                    (pin.build or eks_default(name, spec.cluster.kubernetes_version), True)]
             for name, pin in pins.items()}
 

@@ -71,7 +71,7 @@ def known_parts(value, like=None):
     if isinstance(value, dict):
         return {k: known_parts(v, like.get(k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [known_parts(v, l) for v, l in zip(value, like)]
+        return [known_parts(v, other) for v, other in zip(value, like)]
     return value
 
 

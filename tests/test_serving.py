@@ -32,7 +32,7 @@ LEGACY_ONLY_ENV = {"VLLM_NEURON_FRAMEWORK", "VLLM_USE_V1", "NEURON_COMPILED_ARTI
 
 
 def test_vllm_arguments_match_the_stack_table(recording, spec, stack):
-    target, draft, devices, tp, seqs, max_len, tokens, _, engine = EXPECTED[stack]
+    target, draft, _, tp, seqs, max_len, tokens, _, engine = EXPECTED[stack]
     checked = 0
     for name, deployment in deployments(recording).items():
         variant = spec.variant(name)

@@ -6,11 +6,12 @@ import pytest
 
 from benchmark.pod import SAMPLE_TEST_CASES as DEFAULT_TEST_CASES
 from stackconfig.model import BenchmarkSettings
-from stackconfig.versions import BENCHMARK_IMAGE, LLMPERF_COMMIT as LLMPERF_PIN
-
-DEFAULT_BENCHMARK_IMAGE, LLMPERF_COMMIT = BENCHMARK_IMAGE.version, LLMPERF_PIN.version
+from stackconfig.versions import BENCHMARK_IMAGE
+from stackconfig.versions import LLMPERF_COMMIT as LLMPERF_PIN
 
 from .stackconfig_helpers import SMALL, edits_id, parse, problem_list, with_edits
+
+DEFAULT_BENCHMARK_IMAGE, LLMPERF_COMMIT = BENCHMARK_IMAGE.version, LLMPERF_PIN.version
 
 
 def test_benchmark_defaults():

@@ -11,8 +11,8 @@ import pytest
 from pulumi.runtime import config as runtime_config
 from pulumi.runtime.sync_await import _sync_await
 
-from stackconfig import ConfigError
 from components.runtime import hugging_face_token, stack_config
+from stackconfig import ConfigError
 from stackconfig.source import StackFiles
 
 

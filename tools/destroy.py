@@ -63,5 +63,6 @@ def destroy(stack: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     return stack_tool(__doc__, destroy, argv)
 
+
 if __name__ == "__main__":
     sys.exit(main())

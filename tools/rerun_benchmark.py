@@ -51,5 +51,6 @@ def rerun(stack: str, now: datetime) -> int:
 def main(argv: list[str] | None = None) -> int:
     return stack_tool(__doc__, lambda stack: rerun(stack, datetime.now(timezone.utc)), argv)
 
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -187,5 +187,6 @@ def sweep(stack: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     return stack_tool(__doc__, sweep, argv)
 
+
 if __name__ == "__main__":
     sys.exit(main())
