@@ -1,66 +1,73 @@
-# Entry points. Offline: setup, test, mutate, plan (PREVIEW=1: as `pulumi preview`). Real account:
-# preflight, up, destroy, benchmark, results, sweep.
+# Entry points: `make help`. Each target wraps the operator CLI (`python -m tools <command>`), whose
+# exit codes are documented (0 clear, 1 a check failed, 2 bad input); make itself reports any failing
+# recipe as 2, so scripts should call the CLI. Variables reach the recipes through the environment
+# and are quoted there: a value is never pasted into a shell command line.
+.DEFAULT_GOAL := help
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
-STACK  ?=
-STACKS := $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))
+export STACK RUN BUCKET PREVIEW JSON SKIP_PREFLIGHT PY PYTHON VENV
 
-.PHONY: setup test mutate plan plan-all preflight up destroy sweep benchmark results check-stack
+.PHONY: help setup test lint mutate plan plan-all preflight up destroy sweep benchmark results
 
-setup: $(VENV)/.installed
+help: ## list the targets
+	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] | make plan-all | make test | make mutate"
+	@echo "Real account: make preflight STACK=<s> [JSON=1] | make up STACK=<s> [SKIP_PREFLIGHT=1] | make benchmark STACK=<s>"
+	@echo "              make results STACK=<s> [RUN=<run id>] [BUCKET=<bucket>] | make sweep STACK=<s> | make destroy STACK=<s>"
+	@echo "Stacks:       $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))"
+	@echo "The CLI behind them: $(PY) -m tools --help"
+
+setup: $(VENV)/.installed ## a virtualenv with every pinned dependency
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	touch $@
+	@"$$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make setup needs Python 3.11 or newer (tested with 3.11); found %d.%d: set PYTHON=python3.11" % sys.version_info[:2])'
+	@echo "[1/3] creating $$VENV with $$("$$PYTHON" --version)"
+	@"$$PYTHON" -m venv "$$VENV"
+	@echo "[2/3] installing the pinned packages of requirements-dev.txt (about a minute the first time)"
+	@"$$PY" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@touch "$$VENV/.installed"
+	@echo "[3/3] ready: make plan STACK=<s>, make test; the Pulumi CLI is needed only for a real account (README)"
 
-test: setup
-	$(PY) -m pytest -q
+lint: setup ## ruff (ruff.toml)
+	@"$$PY" -m ruff check .
 
-# Mutation testing of stackconfig/ with mutmut (setup.cfg [mutmut]; README "Mutation testing"):
-# a fresh run every time (survivors are not retested when tests change), then the score, which
-# fails under 90 % (tools/mutation_score.py; equivalents in docs/mutation-equivalents.md).
-# Measured: MUTATE_DURATION on 2 cores. mutmut is installed here only, not by `make setup`.
+test: lint ## lint, then the test suite
+	"$$PY" -m pytest -q
+
+# Mutation testing (README, "Mutation testing"): an audit, not a gate on each change. A fresh run
+# every time, then the score per folder (tools/mutation_score.py). mutmut is installed here only.
 MUTATE_JOBS ?= 2
+export MUTATE_JOBS
 
 $(VENV)/.installed-mutate: $(VENV)/.installed requirements-mutate.txt
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-mutate.txt
-	touch $@
+	@"$$PY" -m pip install --quiet --disable-pip-version-check -r requirements-mutate.txt
+	@touch "$$VENV/.installed-mutate"
 
-mutate: $(VENV)/.installed-mutate
+mutate: $(VENV)/.installed-mutate ## mutation testing of stackconfig/ and benchmark/ (about an hour)
 	rm -rf mutants
-	$(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS)
-	$(PY) -m tools.mutation_score
+	"$$VENV/bin/mutmut" run --max-children "$$MUTATE_JOBS"
+	"$$PY" -m tools.mutation_score
 
-check-stack:
-	@test -n "$(STACK)" || { echo "set STACK=<name>; stacks: $(STACKS)"; exit 2; }
+plan: setup ## what `pulumi up` would create, offline: STACK=<s> [PREVIEW=1]
+	@"$$PY" -m tools plan --stack "$$STACK" $${PREVIEW:+--preview}
 
-plan: setup check-stack
-	$(PY) -m offline.plan --stack $(STACK) $(if $(PREVIEW),--preview)
+plan-all: setup ## plan every stack
+	@"$$PY" -m tools plan-all
 
-plan-all: setup
-	@for s in $(STACKS); do $(PY) -m offline.plan --stack $$s > /dev/null || exit $$?; echo "planned $$s"; done
+preflight: setup ## read-only checks with your credentials: STACK=<s> [JSON=1]
+	@"$$PY" -m tools preflight --stack "$$STACK" $${JSON:+--json}
 
-# Read-only checks with your credentials (exit 1 on a FAIL); JSON=1 for machine-readable output.
-preflight: setup check-stack
-	$(PY) -m tools.preflight --stack $(STACK) $(if $(JSON),--json)
+up: setup ## preflight, then pulumi up: STACK=<s> [SKIP_PREFLIGHT=1]
+	@"$$PY" -m tools up --stack "$$STACK" $${SKIP_PREFLIGHT:+--skip-preflight}
 
-# Preflight first; a FAIL stops here. SKIP_PREFLIGHT=1 goes straight to pulumi up.
-up: setup check-stack
-	$(if $(filter 1,$(SKIP_PREFLIGHT)),@echo "preflight skipped (SKIP_PREFLIGHT=1)",$(PY) -m tools.preflight --stack $(STACK))
-	pulumi up --stack $(STACK)
+destroy: setup ## pulumi destroy, then the sweep: STACK=<s>
+	@"$$PY" -m tools destroy --stack "$$STACK"
 
-# pulumi destroy, then a sweep of the stack's region for what Karpenter or EKS left behind.
-destroy: setup check-stack
-	$(PY) -m tools.destroy --stack $(STACK)
+sweep: setup ## what Karpenter or EKS left in the stack's region: STACK=<s>
+	@"$$PY" -m tools sweep --stack "$$STACK"
 
-benchmark: setup check-stack
-	$(PY) -m tools.rerun_benchmark --stack $(STACK)
+benchmark: setup ## run the benchmark again: STACK=<s>
+	@"$$PY" -m tools benchmark --stack "$$STACK"
 
-# RUN=<run id> (default: the latest), BUCKET=<name> (default: the stack's modelBucket output).
-results: setup check-stack
-	$(PY) -m tools.fetch_results --stack $(STACK) $(if $(RUN),--run-id $(RUN)) $(if $(BUCKET),--bucket $(BUCKET))
-
-sweep: setup check-stack
-	$(PY) -m tools.sweep --stack $(STACK)
+results: setup ## fetch a run and write its report: STACK=<s> [RUN=<run id>] [BUCKET=<bucket>]
+	@"$$PY" -m tools results --stack "$$STACK" $${RUN:+--run-id "$$RUN"} $${BUCKET:+--bucket "$$BUCKET"}

@@ -6,6 +6,8 @@ with the full list of config problems when the stack file is invalid.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import shutil
 import sys
@@ -100,12 +102,15 @@ def summary(spec: StackSpec | PlatformSpec, recording: Recording, notes: list[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m tools plan", description=__doc__)
     parser.add_argument("--stack", required=True, help=f"one of: {', '.join(stack_names())}")
     parser.add_argument("--out", type=Path, help="default: build/plan, or build/preview with --preview")
     parser.add_argument("--preview", action="store_true",
                         help="run as `pulumi preview` does: values a provider computes at create time are unknown")
     args = parser.parse_args(argv)
+    if not args.stack:
+        print(f"set STACK=<name> (--stack); stacks: {', '.join(stack_names())}", file=sys.stderr)
+        return 2
     out_dir = (args.out or PROJECT_DIR / "build" / ("preview" if args.preview else "plan")) / args.stack
     try:
         stack_input = load_stack(args.stack)
@@ -120,6 +125,19 @@ def main(argv: list[str] | None = None) -> int:
     write_plan(recording, out_dir)
     print(summary(spec, recording, stack_input.notes))
     print(f"\nWrote {out_dir.relative_to(PROJECT_DIR) if out_dir.is_relative_to(PROJECT_DIR) else out_dir}")
+    return 0
+
+
+def plan_all(argv: list[str] | None = None) -> int:
+    """Plan every stack of stacks/ (CI plans them twice and compares): a line per stack, the
+    first failure's exit code."""
+    argparse.ArgumentParser(prog="python -m tools plan-all", description="plan every stack into build/plan").parse_args(argv)
+    for stack in stack_names():
+        with contextlib.redirect_stdout(io.StringIO()):
+            code = main(["--stack", stack])
+        if code != 0:
+            return code
+        print(f"planned {stack}")
     return 0
 
 

@@ -4,6 +4,8 @@ engine: components/runtime.py)."""
 from __future__ import annotations
 
 import copy
+import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from .model import PlatformSpec, StackSpec
 from .parse import HUGGING_FACE_TOKEN_KEY, ConfigError, gated_models, parse_stack_config
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
+STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
 
 
 class StackFiles:
@@ -27,6 +30,11 @@ class StackFiles:
         self.directory = project_dir / project.get("stackConfigDir", ".")
 
     def path(self, stack: str) -> Path:
+        """The stack's file. A name is what Pulumi allows in one (letters, digits, `-`, `_`, `.`),
+        so it can only name a file of this directory."""
+        if not STACK_NAME.match(stack):
+            raise FileNotFoundError(f"{stack!r} is not a stack name (letters, digits, '-', '_', '.'); "
+                                    f"stacks: {', '.join(self.names())}")
         return self.directory / f"Pulumi.{stack}.yaml"
 
     def names(self) -> list[str]:
@@ -35,7 +43,9 @@ class StackFiles:
     def config(self, stack: str) -> dict[str, Any]:
         path = self.path(stack)
         if not path.exists():
-            raise FileNotFoundError(f"no stack file {path.name} in {self.directory.name}/; stacks: {', '.join(self.names())}")
+            near = difflib.get_close_matches(stack, self.names(), n=1)
+            raise FileNotFoundError(f"no stack file {path.name} in {self.directory.name}/"
+                                    f"{f' (did you mean {near[0]}?)' if near else ''}; stacks: {', '.join(self.names())}")
         document = _read_yaml(path, stack)
         if document is None:
             return {}

@@ -5,7 +5,9 @@
 - stackconfig/ (typed config) imports no Pulumi and nothing of components/, offline/ or tools/, so
   validation runs anywhere; benchmark/ (the pod's code and the operator's report) imports no
   other part of the project, so the pod can run it alone.
-- tools/ (operator commands) never imports the Pulumi program or its offline engine.
+- tools/ (operator commands) never imports the Pulumi program or its offline engine; the CLI's
+  dispatcher (tools/__main__.py) names modules by string, and only `plan` and `plan-all` name
+  offline/ (the offline plan runs the program by design).
 - No two modules import each other in a circle.
 """
 from __future__ import annotations
@@ -83,6 +85,13 @@ def test_lower_parts_do_not_reach_up(package, forbidden):
     reached = {m: sorted(i for i in imports(MODULES[m]) if any(in_package(i, f) for f in forbidden))
                for m in MODULES if in_package(m, package)}
     assert {m: i for m, i in reached.items() if i} == {}
+
+
+def test_the_cli_runs_the_offline_engine_only_to_plan():
+    from tools.__main__ import COMMANDS
+
+    outside = {command: module for command, module in COMMANDS.items() if not module.startswith("tools.")}
+    assert outside == {"plan": "offline.plan", "plan-all": "offline.plan"}
 
 
 def test_no_circle_of_imports():

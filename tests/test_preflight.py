@@ -681,6 +681,10 @@ def test_make_up_runs_preflight_first_and_stops_on_a_fail(moto_endpoint, tmp_pat
     assert (["pulumi", "up", "--stack", QWEN] in fake_clis.logged(log)) == pulumi_runs
     assert (done.returncode == 0) == pulumi_runs
     assert ("FAIL  AMI" in done.stdout) != pulumi_runs
+    # After a successful up, what to run next: the kubeconfig, the namespace, the servers' logs.
+    namespace = spec_of().namespace
+    assert (f"export KUBECONFIG=$PWD/kubeconfig NS={namespace}" in done.stdout) == pulumi_runs
+    assert ("kubectl -n $NS logs -f deploy/vllm-sd" in done.stdout) == pulumi_runs
 
 
 def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis):

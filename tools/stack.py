@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from stackconfig import ConfigError, PlatformSpec, StackSpec
-from stackconfig.source import PROJECT_DIR, load_stack
+from stackconfig.source import PROJECT_DIR, load_stack, stack_names
 
 INSTALL_HINTS = {
     "pulumi": "install the Pulumi CLI (https://www.pulumi.com/docs/iac/download-install/) and run `pulumi login`",
@@ -69,6 +69,8 @@ def one_line(error: BaseException, limit: int = 240) -> str:
 
 def stack_spec(stack: str) -> StackSpec | PlatformSpec:
     """The stack's typed config from stacks/Pulumi.<stack>.yaml: a pairing, or a platform."""
+    if not stack:
+        raise StackFileError(f"set STACK=<name> (--stack); stacks: {', '.join(stack_names())}")
     try:
         return load_stack(stack).spec()
     except FileNotFoundError as error:
