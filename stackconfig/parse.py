@@ -108,7 +108,9 @@ class _Section:
             raw = {}
         self.raw = raw
         for key in sorted(set(raw) - allowed, key=str):
-            problems.append((self.key(key), f"unknown key; allowed: {', '.join(sorted(allowed))}"))
+            near = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            problems.append((self.key(key), f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}"))
 
     def key(self, name: str) -> str:
         return f"{self.path}.{name}" if self.path else name

@@ -232,7 +232,7 @@ def test_quota_api_errors_are_could_not_verify():
     stub.add_client_error("list_service_quotas", "AccessDeniedException", "not authorized", 400)
     with stub:
         result = run.guarded(capacity.QUOTA, "fix", lambda: capacity.check_quota(spec_of(), quotas))
-    assert result.status == "WARN" and result.found.startswith("could not verify: An error occurred (AccessDeniedException)")
+    assert result.status == "WARN" and result.found.startswith("could not verify: not permitted: An error occurred (AccessDeniedException)")
 
 
 # --- reservations (Stubber) ------------------------------------------------------------------------
@@ -724,3 +724,36 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis)
                       "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "Hugging Face": "PASS", "cost": "WARN"}
     (cost_result,) = [r for r in results if r.check == "cost"]
     assert "reserved capacity bills by its own terms" in cost_result.found
+
+
+# --- could not verify: the network, or a permission -------------------------------------------------
+
+def test_could_not_verify_says_whether_the_network_or_a_permission_stopped_it():
+    from botocore.exceptions import EndpointConnectionError
+
+    from tools.preflight.result import guarded
+
+    def refuse():
+        eks, stub = stubbed("eks")
+        stub.add_client_error("describe_addon_versions", "AccessDeniedException", "User is not authorized", 403)
+        with stub:
+            eks.describe_addon_versions(addonName="coredns", kubernetesVersion="1.35")
+
+    def unreachable():
+        raise EndpointConnectionError(endpoint_url="https://eks.us-east-2.amazonaws.com/")
+
+    denied = guarded("EKS add-ons", "allow eks:DescribeAddonVersions", refuse)
+    assert denied.status == "WARN" and denied.found.startswith("could not verify: not permitted: ")
+    assert denied.fix == "allow eks:DescribeAddonVersions"
+    offline = guarded("EKS add-ons", "allow eks:DescribeAddonVersions", unreachable)
+    assert offline.status == "WARN" and offline.found.startswith("could not verify: could not reach the API (network): ")
+    assert "proxy" in offline.fix and "allow" not in offline.fix
+
+
+def test_an_aws_cli_v1_fails_the_cli_check(tmp_path, fake_bin):
+    fake_bin("pulumi", fake_clis.pulumi(tmp_path / "pulumi.log"))
+    fake_bin("kubectl", fake_clis.kubectl(tmp_path / "kubectl.log"))
+    fake_bin("aws", 'print("aws-cli/1.18.69 Python/2.7.18 Linux/4.14 botocore/1.16.19", file=sys.stderr)\n')
+    result = clis.check_clis()
+    assert result.status == "FAIL" and "the AWS CLI is not version 2 (aws-cli/1.18.69" in result.found
+    assert "version 2" in result.fix

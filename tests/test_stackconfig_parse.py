@@ -88,7 +88,7 @@ SERVING_KEYS = ("devicesPerVariant, engine, environment, image, logicalNeuronCor
 
 
 @pytest.mark.parametrize("values, problems", [
-    ({**SMALL, "servng": {}}, [("servng", f"unknown key; allowed: {PAIRING_KEYS}")]),
+    ({**SMALL, "servng": {}}, [("servng", f"unknown key (did you mean serving?); allowed: {PAIRING_KEYS}")]),
     (with_edits(SMALL, {"serving.zz": 3, "serving.1": 2}), [("serving.1", f"unknown key; allowed: {SERVING_KEYS}"),
                                                          ("serving.zz", f"unknown key; allowed: {SERVING_KEYS}")]),
     ({**SMALL, "serving": {**SMALL["serving"], 1: 2, "a": 3}}, [("serving.1", f"unknown key; allowed: {SERVING_KEYS}"),

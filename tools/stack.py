@@ -36,7 +36,7 @@ INSTALL_HINTS = {
     "kubectl": "install kubectl (https://kubernetes.io/docs/tasks/tools/)",
     # The stack's kubeconfig runs `aws eks get-token` for every kubectl call (pulumi-eks
     # generateKubeconfig, pulumi/pulumi-eks@7bf0c1b nodejs/eks/cluster/cluster.ts).
-    "aws": "install the AWS CLI (https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html)",
+    "aws": "install the AWS CLI version 2 (https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html)",
 }
 CREDENTIALS_HINT = ("run `aws configure` or `aws sso login`, or set AWS_PROFILE (or AWS_ACCESS_KEY_ID and "
                     "AWS_SECRET_ACCESS_KEY)")

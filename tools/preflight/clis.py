@@ -32,8 +32,15 @@ def version(argv: list[str]) -> str:
 
 
 def check_clis() -> Result:
+    """Each CLI on PATH, and the AWS CLI at major version 2: `aws eks get-token`, which every
+    kubeconfig of this program runs, and the README's commands are the v2 CLI's ("aws-cli/2.x" in
+    `aws --version`; v1 printed "aws-cli/1.x")."""
     missing = [name for name in VERSION_COMMANDS if shutil.which(name) is None]
     if missing:
         return Result("FAIL", CHECK, f"not on PATH: {', '.join(missing)}",
                       "; ".join(INSTALL_HINTS[name] for name in missing))
-    return Result("PASS", CHECK, "; ".join(f"{name} {version(argv)}" for name, argv in VERSION_COMMANDS.items()))
+    versions = {name: version(argv) for name, argv in VERSION_COMMANDS.items()}
+    found = "; ".join(f"{name} {text}" for name, text in versions.items())
+    if not versions["aws"].startswith("aws-cli/2."):
+        return Result("FAIL", CHECK, f"the AWS CLI is not version 2 ({versions['aws']}); {found}", INSTALL_HINTS["aws"])
+    return Result("PASS", CHECK, found)

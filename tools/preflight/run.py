@@ -26,7 +26,7 @@ from tools.stack import StackFileError, ToolError, one_line, pulumi_outputs, sta
 
 from . import account, capacity, clis, cost, hub, platform
 from .estimate import run_estimate
-from .result import UNREACHABLE, Result, guarded
+from .result import UNREACHABLE, Result, guarded, unreachable
 
 
 def client_config() -> Config:
@@ -72,8 +72,7 @@ def run_checks(spec: StackSpec | PlatformSpec, aws: AwsClients, now: datetime,
             platform_spec, capacity.offered_zones(aws.ec2, platform_spec.instance_type),
             reservations_possible=not isinstance(spec, StackSpec) or spec.capacity.capacity_type == "reserved")
     except UNREACHABLE as error:
-        offerings = Result("WARN", capacity.OFFERINGS, f"could not verify: {one_line(error)}",
-                           "allow ec2:DescribeInstanceTypeOfferings")
+        offerings = unreachable(capacity.OFFERINGS, "allow ec2:DescribeInstanceTypeOfferings", error)
         zones = list(spec.cluster.availability_zones)
     results.append(offerings)
     if isinstance(spec, StackSpec):
