@@ -67,8 +67,13 @@ def pairing_lines(spec: StackSpec) -> list[str]:
     lines.append(f"  instance type      {spec.capacity.instance_type} ({shape.neuron_devices} devices, {spec.capacity.capacity_type})")
     lines.append(f"  trn2 nodes         {spec.node_count} (all {len(spec.variants)} variants served at once)")
     if shape.approx_hourly_usd:
-        lines.append(f"  trn2 cost          ~${shape.approx_hourly_usd * spec.node_count:,.0f}/hour on-demand while up "
-                     f"(approximate list price; check your region)")
+        nodes = shape.approx_hourly_usd * spec.node_count
+        if spec.shared:
+            cost = f"~${nodes:,.2f}/hour for its trn2 nodes, plus the platform stack's own"
+        else:
+            platform = spec.platform.approximate_usd_per_hour
+            cost = f"~${nodes + platform:,.2f}/hour: trn2 nodes ${nodes:,.2f} + platform ${platform:,.2f}"
+        lines.append(f"  cost while up      {cost} (approximate list prices; `make preflight` prices your region)")
     lines.append(f"  device groups      {', '.join(str(s) for s in spec.device_group_sizes)} device(s)")
     for v in spec.variants:
         extra = f" vs {v.baseline}, draft {v.draft}, k={v.num_speculative_tokens}" if v.is_speculative else ""
@@ -86,6 +91,8 @@ def summary(spec: StackSpec | PlatformSpec, recording: Recording, notes: list[st
     lines = [f"Plan for stack {spec.stack} (project {spec.project}, {kind})", ""]
     if isinstance(spec, PlatformSpec):
         lines += platform_lines(spec, None)
+        lines.append(f"  cost while up      ~${spec.approximate_usd_per_hour:,.2f}/hour (system nodes, NAT gateway, control "
+                     f"plane; approximate list prices)")
     else:
         lines += platform_lines(spec.platform, spec.platform_reference) + [""] + pairing_lines(spec)
     components = [r for r in recording.resources if r.type.startswith("sdtrn2:")]

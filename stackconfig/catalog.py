@@ -183,3 +183,17 @@ KARPENTER_RESERVED_TAGS = ("eks:eks-cluster-name", "kubernetes.io/cluster/", "ka
                            "karpenter.sh/nodeclaim", "karpenter.k8s.aws/ec2nodeclass")
 """Tags the EC2NodeClass refuses (its CEL rule "tag contains a restricted tag matching ...",
 tests/data/karpenter-crds-v1.14.1/karpenter.k8s.aws_ec2nodeclasses.yaml); the stack's tags go there."""
+
+# Cited list prices: the plan's cost line, and `make preflight` when the Pricing API gives none.
+# All approximate; regions differ.
+APPROXIMATE_HOURLY_USD: dict[str, tuple[float, str]] = {
+    # Karpenter's generated on-demand table, from the Pricing API for us-east-1 on 2026-07-06
+    # (aws/karpenter-provider-aws@v1.14.1 pkg/providers/pricing/zz_generated.pricing_aws.go).
+    "m7i.xlarge": (0.2016, "Karpenter v1.14.1 price table, us-east-1"),
+    # AWS VPC pricing, us-east-1/us-east-2, as third-party summaries quote it (2026).
+    "nat-gateway": (0.045, "VPC pricing as quoted by third parties, us-east-1"),
+    # "$0.10 per cluster per hour" standard, "$0.60 per cluster per hour" in extended support
+    # (AWS containers blog, "Amazon EKS extended support for Kubernetes versions pricing").
+    "eks-standard": (0.10, "EKS pricing, AWS containers blog"),
+    "eks-extended": (0.60, "EKS extended support pricing, AWS containers blog"),
+}

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .catalog import INSTANCE_SHAPES, InstanceShape, ModelInfo
+from .catalog import APPROXIMATE_HOURLY_USD, INSTANCE_SHAPES, InstanceShape, ModelInfo
 from .engines import (
     KV_SEGMENT_SIZES,
     SINGLE_SHOT_PREFILL_MAX,
@@ -292,6 +292,15 @@ class PlatformSpec:
     @property
     def cluster_name(self) -> str:
         return prefixed(self.stack)
+
+    @property
+    def approximate_usd_per_hour(self) -> float:
+        """The platform's own hourly cost at the catalog's cited list prices: system nodes, one NAT
+        gateway, the control plane at the standard-support rate (supportType STANDARD never pays
+        more; `make preflight` asks the Pricing API for the region's prices)."""
+        nodes = APPROXIMATE_HOURLY_USD.get(self.cluster.system_node_instance_type, (0.0, ""))[0]
+        return (self.cluster.system_node_count * nodes + APPROXIMATE_HOURLY_USD["nat-gateway"][0]
+                + APPROXIMATE_HOURLY_USD["eks-standard"][0])
 
     @property
     def control_plane_log_group(self) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from stackconfig import PlatformSpec, StackSpec
-from stackconfig.catalog import INSTANCE_SHAPES
+from stackconfig.catalog import APPROXIMATE_HOURLY_USD, INSTANCE_SHAPES
 from stackconfig.versions import EKS_SUPPORT
 from tools.stack import one_line
 
@@ -29,19 +29,6 @@ from .result import UNREACHABLE, Result
 
 CHECK = "cost"
 PRICING_REGION = "us-east-1"
-
-# Cited list prices for when the API gives none. All approximate; regions differ.
-APPROXIMATE_HOURLY_USD: dict[str, tuple[float, str]] = {
-    # Karpenter's generated on-demand table, from the Pricing API for us-east-1 on 2026-07-06
-    # (aws/karpenter-provider-aws@v1.14.1 pkg/providers/pricing/zz_generated.pricing_aws.go).
-    "m7i.xlarge": (0.2016, "Karpenter v1.14.1 price table, us-east-1"),
-    # AWS VPC pricing, us-east-1/us-east-2, as third-party summaries quote it (2026).
-    "nat-gateway": (0.045, "VPC pricing as quoted by third parties, us-east-1"),
-    # "$0.10 per cluster per hour" standard, "$0.60 per cluster per hour" in extended support
-    # (AWS containers blog, "Amazon EKS extended support for Kubernetes versions pricing").
-    "eks-standard": (0.10, "EKS pricing, AWS containers blog"),
-    "eks-extended": (0.60, "EKS extended support pricing, AWS containers blog"),
-}
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from stackconfig import PlatformSpec, StackSpec
+from stackconfig.catalog import APPROXIMATE_HOURLY_USD
 from stackconfig.versions import EKS_SUPPORT, addon_requirement, stack_addons
 
-from .cost import APPROXIMATE_HOURLY_USD
 from .result import Result
 
 AMI, ADDONS, KUBERNETES = "AMI", "EKS add-ons", "Kubernetes"
