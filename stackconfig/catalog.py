@@ -35,21 +35,45 @@ class ModelInfo:
     the targets they were trained on (docs/facts.md, "vLLM on Neuron", "Serving engines")."""
     draft_for: tuple[str, ...] = ()
     """A head's targets (verifiers); empty for full models."""
+    layers: int = 0
+    """Decoder layers (num_hidden_layers in the model's config.json), where a module list is
+    derived from them: a BF16 draft of an FP8 target (0: not recorded)."""
+    bf16_modules: tuple[str, ...] = ()
+    """An FP8 checkpoint's modules kept in BF16, which NxD Inference must not convert (its
+    modules_to_not_convert; stackconfig/semantics.py)."""
+
+
+def all_modules(layers: int) -> tuple[str, ...]:
+    """Every module NxD Inference may convert in a Llama-style model, as its modules_to_not_convert
+    names them: the LM head, each layer's MLP (an entry containing "layers.N.mlp" keeps that MLP
+    unquantized) and each layer's attention (an entry equal to "layers.N.self_attn" keeps its
+    fused QKV without scales): NxDI v0.6.10598 models/llama/modeling_llama.py L124-128, L190-194."""
+    return ("lm_head", *(f"layers.{i}.mlp" for i in range(layers)), *(f"layers.{i}.self_attn" for i in range(layers)))
+
+
+def meta_fp8_bf16_modules(layers: int) -> tuple[str, ...]:
+    """What Meta's FP8 Llama 3.1 checkpoints keep in BF16: the LM head, the first and the last
+    layer's MLP and every layer's attention (whose weights carry no FP8 scales). The Neuron 405B
+    tutorial's modules_to_not_convert.json lists exactly these for the 126-layer 405B (target list,
+    129 entries; aws-neuron/aws-neuron-sdk libraries/nxd-inference/tutorials/, unchanged since
+    Neuron 2.22)."""
+    return ("lm_head", "layers.0.mlp", f"layers.{layers - 1}.mlp", *(f"layers.{i}.self_attn" for i in range(layers)))
 
 
 MODELS: dict[str, ModelInfo] = {
     "Qwen/Qwen3-32B": ModelInfo("qwen3", gated=False, params_billion=32.8),
     "Qwen/Qwen3-1.7B": ModelInfo("qwen3", gated=False, params_billion=1.7),
     "Qwen/Qwen3-0.6B": ModelInfo("qwen3", gated=False, params_billion=0.6),
-    # Llama 3.1 and 3.2 share the 128k-token Llama 3 tokenizer.
+    # Llama 3.1 and 3.2 share the 128k-token Llama 3 tokenizer. Layers: each model's config.json
+    # (num_hidden_layers); the 405B tutorial's module lists confirm 126 and 16.
     "meta-llama/Llama-3.1-405B-Instruct": ModelInfo("llama3", gated=True, params_billion=405),
     "meta-llama/Llama-3.1-405B-Instruct-FP8": ModelInfo(
-        "llama3", gated=True, params_billion=405, checkpoint_dtype="fp8"
+        "llama3", gated=True, params_billion=405, checkpoint_dtype="fp8", layers=126, bf16_modules=meta_fp8_bf16_modules(126)
     ),
-    "meta-llama/Llama-3.2-1B-Instruct": ModelInfo("llama3", gated=True, params_billion=1.2),
-    "meta-llama/Llama-3.1-8B": ModelInfo("llama3", gated=True, params_billion=8.0),
-    "meta-llama/Llama-3.2-1B": ModelInfo("llama3", gated=True, params_billion=1.2),
-    "meta-llama/Llama-3.1-8B-Instruct": ModelInfo("llama3", gated=True, params_billion=8.0),
+    "meta-llama/Llama-3.2-1B-Instruct": ModelInfo("llama3", gated=True, params_billion=1.2, layers=16),
+    "meta-llama/Llama-3.1-8B": ModelInfo("llama3", gated=True, params_billion=8.0, layers=32),
+    "meta-llama/Llama-3.2-1B": ModelInfo("llama3", gated=True, params_billion=1.2, layers=16),
+    "meta-llama/Llama-3.1-8B-Instruct": ModelInfo("llama3", gated=True, params_billion=8.0, layers=32),
     # EAGLE3 heads trained by Red Hat for these verifiers (vllm-project/speculators README,
     # "Supported Models", commit c05b95b). Their size and gating are not published where this
     # project could read them: params are estimates (one decoder layer, the fusion layer and a

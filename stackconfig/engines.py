@@ -67,8 +67,9 @@ KV_SEGMENT_SIZES = (512, 1024, 2048, 4096, 8192)
 PROGRAM_NEURON_CONFIG_KEYS = {
     "nxdi-legacy": {"tp_degree", "batch_size", "seq_len", "max_length", "speculation_length", "enable_fused_speculation",
                     "enable_eagle_speculation", "save_sharded_checkpoint", "logical_nc_config", "logical_neuron_cores",
-                    "quantized_mlp_kernel_enabled", "quantization_type", "rmsnorm_quantize_kernel_enabled"},
-    "vllm-neuron": {"num_seqs_buckets", "num_batched_tokens_buckets"},
+                    "quantized_mlp_kernel_enabled", "quantization_type", "rmsnorm_quantize_kernel_enabled",
+                    "modules_to_not_convert", "draft_model_modules_to_not_convert"},
+    "vllm-neuron": {"num_seqs_buckets", "num_batched_tokens_buckets", "on_device_sampling_config"},
 }
 
 

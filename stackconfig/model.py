@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .catalog import APPROXIMATE_HOURLY_USD, INSTANCE_SHAPES, InstanceShape, ModelInfo
+from .catalog import APPROXIMATE_HOURLY_USD, INSTANCE_SHAPES, InstanceShape, ModelInfo, all_modules
 from .engines import (
     KV_SEGMENT_SIZES,
     SINGLE_SHOT_PREFILL_MAX,
@@ -168,10 +168,11 @@ class Variant:
             return {
                 "num_seqs_buckets": powers_of_two_up_to(self.serving.max_num_seqs),
                 "num_batched_tokens_buckets": powers_of_two_up_to(self.max_num_batched_tokens, start=128),
-                # Sampling on the device: required for speculative decoding and async scheduling
-                # (Neuron 2.32 vllm-neuron reference-configuration.md); set for every variant
-                # so baseline and SD sample alike.
-                "on_device_sampling_config": {},
+                # Sampling on the device, greedy: speculation needs on-device sampling (Neuron 2.32
+                # vllm-neuron features-guide.md L596-603), and an empty mapping has no documented
+                # meaning (stackconfig/semantics.py plugin_failures). Every variant, so baseline
+                # and SD decode alike; validation keeps the benchmark's requests greedy to match.
+                "on_device_sampling_config": {"all_greedy": True},
                 **self.serving.neuron_config,
                 **self.neuron_config_extra,
             }
@@ -188,6 +189,14 @@ class Variant:
             config["quantized_mlp_kernel_enabled"] = True
             config["quantization_type"] = "per_channel_symmetric"
             config["rmsnorm_quantize_kernel_enabled"] = True
+            # What stays BF16 (NxDI asserts the list exists with the QKV kernel on a quantized
+            # model: stackconfig/semantics.py). The draft is a deep copy of the target's config,
+            # so it carries the FP8 flags and would inherit the target's list: the 405B tutorial
+            # gives a BF16 draft model its own, every module it has (an EAGLE head keeps the
+            # inherited one).
+            config["modules_to_not_convert"] = list(self.target_info.bf16_modules)
+            if self.is_speculative and self.draft_info and self.draft_info.kind == "model":
+                config["draft_model_modules_to_not_convert"] = list(all_modules(self.draft_info.layers))
         return config
 
     @property

@@ -62,6 +62,7 @@ from .model import (
     Variant,
 )
 from .naming import name_problems, stack_slug
+from .semantics import engine_failures
 from .server import RESERVED_ENVIRONMENT
 from .versions import AMI_ALIASES, BENCHMARK_IMAGE, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS, LLMPERF_COMMIT
 
@@ -236,8 +237,14 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
         for index, variant in enumerate(variants):
             _check_buckets(f"variants[{index}]", variant, problems)
-    if serving.max_num_batched_tokens and not any(v.engine == "vllm-neuron" for v in variants):
+    plugin_variants = [v.name for v in variants if v.engine == "vllm-neuron"]
+    if serving.max_num_batched_tokens and not plugin_variants:
         problems.append(("serving.maxNumBatchedTokens", "only vllm-neuron variants use it; no variant runs on vllm-neuron"))
+    if plugin_variants and benchmark.sampling_params.get("temperature") != 0:
+        # Other requests would be decoded greedily all the same and reported as what they asked.
+        problems.append(("benchmark.samplingParams.temperature", f"must be 0: the vllm-neuron variants ({', '.join(plugin_variants)}) "
+                         "decode greedily (on_device_sampling_config all_greedy, stackconfig/model.py; the plugin's on-device "
+                         "sampler is documented for temperature 0 only: Neuron 2.32 vllm-neuron/docs/design/vllm/additional-config.md L282-284)"))
     gated = sorted({m for v in variants for m in v.gated_models})
     if gated and not raw.get(HUGGING_FACE_TOKEN_KEY):
         top.problem(HUGGING_FACE_TOKEN_KEY, f"is required for the gated model(s) {', '.join(gated)}: pulumi config set --secret {HUGGING_FACE_TOKEN_KEY} hf_...")
@@ -258,8 +265,27 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     paths = [v.artifact_path for v in spec.variants]
     for path in sorted({p for p in paths if paths.count(p) > 1}):
         problems.append(("variants", f"two variants compile into the same path {path}; they would overwrite each other"))
+    semantic = [problem for index, variant in enumerate(spec.variants) for problem in _engine_problems(f"variants[{index}]", variant)]
+    problems += sorted(set(semantic), key=semantic.index)  # a serving-wide setting: once, not per variant
     _raise_if(stack, problems)
     return spec
+
+
+def _engine_problems(key: str, variant: Variant) -> list[tuple[str, str]]:
+    """A server its engine would stop or break (stackconfig/semantics.py), under the config key
+    that set the setting: the variant's neuronConfig, else serving.neuronConfig, else the variant
+    (a setting the program derives from it). A failure of both starts is reported at the first."""
+    found: list[tuple[str, str]] = []
+    for failure in engine_failures(variant):
+        if failure.setting in variant.neuron_config_extra:
+            where = f"{key}.neuronConfig.{failure.setting}"
+        elif failure.setting in variant.serving.neuron_config:
+            where = f"serving.neuronConfig.{failure.setting}"
+        else:
+            where = key
+        if not any(w == where and failure.error in m for w, m in found):
+            found.append((where, f"the {variant.engine} server would fail on the {failure.start}: {failure.error} ({failure.source})"))
+    return found
 
 
 def gated_models(project: str, config: Mapping[str, Any]) -> list[str]:
@@ -275,7 +301,7 @@ def gated_models(project: str, config: Mapping[str, Any]) -> list[str]:
     return sorted({m for m in named if isinstance(m, str) and m in gated})
 
 
-MODEL_KEYS = {"tokenizerFamily", "gated", "paramsBillion", "kind", "draftFor", "checkpointDtype"}
+MODEL_KEYS = {"tokenizerFamily", "gated", "paramsBillion", "kind", "draftFor", "checkpointDtype", "layers", "bf16Modules"}
 _MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -306,6 +332,8 @@ def _declared_models(top: _Section) -> dict[str, ModelInfo]:
             checkpoint_dtype=s.string("checkpointDtype", "bf16", choices=("bf16", "fp8")) or "bf16",
             kind=kind,
             draft_for=tuple(d for d in draft_for or [] if isinstance(d, str)),
+            layers=s.integer("layers", 0, low=1, high=1000) or 0,
+            bf16_modules=_module_names(s),
         )
     known = {**MODELS, **models}
     for model_id, info in models.items():
@@ -313,6 +341,15 @@ def _declared_models(top: _Section) -> dict[str, ModelInfo]:
             if target not in known:
                 top.problem(f"models.{model_id}.draftFor", f"{target!r} is not a known model")
     return known
+
+
+def _module_names(s: _Section) -> tuple[str, ...]:
+    """`bf16Modules`: module names as NxD Inference's modules_to_not_convert takes them."""
+    names = s.listing("bf16Modules", []) or []
+    for index, name in enumerate(names):
+        if not isinstance(name, str) or not re.match(r"^[A-Za-z0-9_.]+$", name):
+            s.problem(f"bf16Modules[{index}]", f"{name!r} is not a module name (e.g. lm_head, layers.0.self_attn)")
+    return tuple(n for n in names if isinstance(n, str))
 
 
 def _raise_if(stack: str, problems: list[tuple[str, str]]) -> None:
@@ -691,6 +728,14 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
                 s.problem("weightsPath", "is required with fp8: Neuron needs the FP8 weights rescaled first (README, 'Preparing FP8 weights')")
             if engine != "nxdi-legacy":
                 s.problem("quantization", "fp8 with rescaled weights is an NxD Inference path: use engine nxdi-legacy")
+            # The modules NxDI must leave in BF16 (Variant.neuron_config), from the models' facts.
+            checks_modules = engine == "nxdi-legacy" and models[target].checkpoint_dtype == "fp8"
+            if checks_modules and not models[target].bf16_modules:
+                s.problem("target", f"{target} does not list the modules its FP8 checkpoint keeps in BF16: set "
+                                    f"models.{target}.bf16Modules (NxD Inference's modules_to_not_convert)")
+            if checks_modules and draft and models[draft].kind == "model" and not models[draft].layers:
+                s.problem("draft", f"{draft} gives no layer count, from which its modules are listed for an FP8 target: set "
+                                   f"models.{draft}.layers (num_hidden_layers in its config.json)")
         if target and quantization == "none" and models[target].checkpoint_dtype == "fp8":
             s.problem("quantization", f"{target} is an FP8 checkpoint; set quantization: fp8")
         if target and models[target].kind != "model":

@@ -39,3 +39,10 @@ def test_every_facts_citation_names_a_section_of_the_facts_file():
                 cited.setdefault(section, set()).add(name)
     assert len(cited) >= 10
     assert {s: sorted(files) for s, files in cited.items() if s not in sections} == {}
+
+
+def test_every_cited_docs_page_exists():
+    cited = {name: set(re.findall(r"\bdocs/([a-z0-9_-]+\.md)\b", text)) for name, text in tracked_text_files().items()}
+    pages = {page for pages in cited.values() for page in pages}
+    assert {"facts.md", "engines.md"} <= pages
+    assert sorted(page for page in pages if not (PROJECT_DIR / "docs" / page).is_file()) == []

@@ -14,13 +14,17 @@ HEAD = {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5, "kind"
 
 
 def test_a_declared_model_is_served_with_the_facts_given():
-    model = {"tokenizerFamily": "qwen3.5_x-y", "gated": True, "paramsBillion": 2000, "checkpointDtype": "fp8", "kind": "model"}
+    model = {"tokenizerFamily": "qwen3.5_x-y", "gated": True, "paramsBillion": 2000, "checkpointDtype": "fp8", "kind": "model",
+             "layers": 40, "bf16Modules": ["lm_head", "layers.0.self_attn"]}
+    # One 4096-token bucket: FP8 kernels must not meet buckets of 1024 or less (stackconfig/semantics.py).
     values = with_edits(SMALL, {"models": {"example/Big-FP8": model}, "variants.0.target": "example/Big-FP8",
-                                "variants.0.quantization": "fp8", "variants.0.weightsPath": "fp8/big", "huggingFaceToken": "hf_x"})
+                                "variants.0.quantization": "fp8", "variants.0.weightsPath": "fp8/big", "huggingFaceToken": "hf_x",
+                                "serving.maxModelLen": 4096, "serving.neuronConfig": {"enable_bucketing": False}})
     base = parse(values).variant("base")
     assert base.target_info == ModelInfo("qwen3.5_x-y", gated=True, params_billion=2000, checkpoint_dtype="fp8", kind="model",
-                                         draft_for=())
+                                         draft_for=(), layers=40, bf16_modules=("lm_head", "layers.0.self_attn"))
     assert base.gated_models == ("example/Big-FP8",)
+    assert base.neuron_config["modules_to_not_convert"] == ["lm_head", "layers.0.self_attn"]
 
 
 def test_a_declared_head_has_defaults_and_its_targets():
@@ -44,7 +48,7 @@ def test_declared_heads_may_speculate_for_each_other():
     assert parse(values).variant("sd").draft == "example/A-head"
 
 
-MODEL_KEYS = "['checkpointDtype', 'draftFor', 'gated', 'kind', 'paramsBillion', 'tokenizerFamily']"
+MODEL_KEYS = "['bf16Modules', 'checkpointDtype', 'draftFor', 'gated', 'kind', 'layers', 'paramsBillion', 'tokenizerFamily']"
 REQUIRED = [("models.a/b.tokenizerFamily", "is required (a string)"), ("models.a/b.gated", "is required (true or false)"),
             ("models.a/b.paramsBillion", "is required (a number of billions)")]
 
@@ -57,13 +61,17 @@ REQUIRED = [("models.a/b.tokenizerFamily", "is required (a string)"), ("models.a
         ("models.7", "model ids look like <organization>/<name> (a Hugging Face repository)")]),
     ({"a/b": "x"}, [("models.a/b", f"must be an object with keys {MODEL_KEYS}, got str"), *REQUIRED]),
     ({"a/b": {}}, REQUIRED),
-    ({"a/b": {"tokenizerFamily": "Llama 3", "gated": "no", "paramsBillion": 0, "kind": "lora", "checkpointDtype": "int8", "size": 1}}, [
-        ("models.a/b.size", "unknown key; allowed: checkpointDtype, draftFor, gated, kind, paramsBillion, tokenizerFamily"),
+    ({"a/b": {"tokenizerFamily": "Llama 3", "gated": "no", "paramsBillion": 0, "kind": "lora", "checkpointDtype": "int8", "size": 1,
+              "layers": 0, "bf16Modules": ["lm_head", "layers.0/mlp", 3]}}, [
+        ("models.a/b.size", "unknown key; allowed: bf16Modules, checkpointDtype, draftFor, gated, kind, layers, paramsBillion, tokenizerFamily"),
         ("models.a/b.kind", "'lora' is not one of model, eagle-head, eagle3-head, dflash-head"),
         ("models.a/b.tokenizerFamily", "'Llama 3' is not valid: e.g. llama3"),
         ("models.a/b.gated", "must be true or false, got 'no'"),
         ("models.a/b.paramsBillion", "0 is outside 0..2000"),
-        ("models.a/b.checkpointDtype", "'int8' is not one of bf16, fp8")]),
+        ("models.a/b.checkpointDtype", "'int8' is not one of bf16, fp8"),
+        ("models.a/b.layers", "0 is outside 1..1000"),
+        ("models.a/b.bf16Modules[1]", "'layers.0/mlp' is not a module name (e.g. lm_head, layers.0.self_attn)"),
+        ("models.a/b.bf16Modules[2]", "3 is not a module name (e.g. lm_head, layers.0.self_attn)")]),
     ({"a/b": {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 2001, "draftFor": ["Qwen/Qwen3-32B"]}}, [
         ("models.a/b.draftFor", "lists the targets a draft head was trained for; full models have none"),
         ("models.a/b.paramsBillion", "2001 is outside 0..2000")]),

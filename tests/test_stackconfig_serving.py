@@ -135,8 +135,8 @@ def test_the_plugins_single_shot_prefill_is_exactly_16384_tokens():
 def test_engine_settings_given_in_config_reach_the_neuron_config():
     legacy = parse(with_edits(SMALL, {"serving.neuronConfig": {"fused_qkv": True}}))
     assert legacy.serving.neuron_config == {"fused_qkv": True}
-    plugin = parse(with_edits(PLUGIN, {"serving.neuronConfig": {"on_device_sampling_config": {"top_k": 1}, "ep_degree": 2}}))
-    assert plugin.serving.neuron_config == {"on_device_sampling_config": {"top_k": 1}, "ep_degree": 2}
+    plugin = parse(with_edits(PLUGIN, {"serving.neuronConfig": {"enable_structured_outputs": True, "ep_degree": 2}}))
+    assert plugin.serving.neuron_config == {"enable_structured_outputs": True, "ep_degree": 2}
 
 
 @pytest.mark.parametrize("serving_image, variant_engine, variant_image, expected", [
