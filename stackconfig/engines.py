@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -32,6 +33,9 @@ class EngineInfo:
     neuron_config_fields: str
     """File in stackconfig/data listing the neuron config keys the engine defines."""
     support: str
+    sdks: tuple[tuple[int, int], tuple[int, int] | None]
+    """The Neuron SDK releases (major, minor) whose images this engine accepts, oldest and newest
+    (None: no newest): the image tag names its SDK (image_sdk)."""
 
 
 ENGINES: dict[str, EngineInfo] = {
@@ -40,14 +44,45 @@ ENGINES: dict[str, EngineInfo] = {
         methods=("draft_model", "eagle"),
         neuron_config_fields="nxdi-0.6.10598-neuron-config-fields.json",
         support="maintenance since Neuron 2.30; end of support on Trn2/Trn3 with Neuron 2.34",
+        # From the image whose engine was read (docs/engines.md) to the last release that supports
+        # NxD Inference on Trn2: "Starting with Neuron Release 2.34, Neuron will end support for the
+        # NxD Inference library ... on Trn2 and Trn3 instances" (Neuron announcement
+        # announce-eos-nxdi-nxd-core-inference, 2026-10-16). Frozen on purpose: migrate to vllm-neuron.
+        sdks=((2, 26), (2, 33)),
     ),
     "vllm-neuron": EngineInfo(
         image=ENGINE_IMAGES["vllm-neuron"].version,
         methods=("eagle3", "dflash"),
         neuron_config_fields="vllm-neuron-0.24-neuron-config-fields.json",
         support="Beta; the supported serving path on Trn2/Trn3",
+        # The release whose documentation the checks restate (docs/engines.md); a newer image is
+        # the user's to pin (serving.image).
+        sdks=((2, 32), None),
     ),
 }
+
+_IMAGE_SDK = re.compile(r"(?:^|-)sdk(\d+)\.(\d+)(?:\.\d+)?(?:-|$)")
+
+
+def image_sdk(image: str) -> tuple[int, int] | None:
+    """The Neuron SDK release an image's tag names, as the Neuron DLC tags do
+    (`...-neuronx-py313-sdk2.32.0-ubuntu24.04`); None when the tag names none."""
+    tag = image.split("@")[0].rsplit("/", 1)[-1]
+    match = _IMAGE_SDK.search(tag.partition(":")[2])
+    return (int(match[1]), int(match[2])) if match else None
+
+
+PLUGIN_FAMILIES_WITHOUT_RECIPE: dict[str, tuple[int, int]] = {"qwen3": (2, 32)}
+"""Model families the plugin's documentation gives no text-generation recipe for, up to and
+including this SDK. Neuron 2.32.0 (vllm-neuron/docs/model-recipes/index.md at aws-neuron-sdk
+v2.32.0) has recipes for Llama 3, GPT-OSS, Qwen3-VL and Qwen3-Embedding only. The plugin's own
+Qwen3 text recipe (vllm-project/vllm-neuron docs/model-recipes/qwen3.md, dated 2026-07-23: dense
+Qwen3 up to 32B, BF16, EAGLE3) is in no release whose image this program could confirm."""
+
+
+def sdk_text(sdk: tuple[int, int]) -> str:
+    return f"{sdk[0]}.{sdk[1]}"
+
 
 # What each method needs from the draft (stackconfig/catalog.py ModelInfo.kind).
 METHOD_DRAFT_KIND = {"draft_model": "model", "eagle": "eagle-head", "eagle3": "eagle3-head", "dflash": "dflash-head"}

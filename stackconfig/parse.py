@@ -48,9 +48,12 @@ from .engines import (
     ENGINES,
     KV_SEGMENT_SIZES,
     METHOD_DRAFT_KIND,
+    PLUGIN_FAMILIES_WITHOUT_RECIPE,
     PROGRAM_NEURON_CONFIG_KEYS,
     SINGLE_SHOT_PREFILL_MAX,
+    image_sdk,
     neuron_config_fields,
+    sdk_text,
 )
 from .model import (
     BenchmarkSettings,
@@ -740,6 +743,9 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
             s.problem("quantization", f"{target} is an FP8 checkpoint; set quantization: fp8")
         if target and models[target].kind != "model":
             s.problem("target", f"{target} is {KIND_NAMES[models[target].kind]}, not a model that can be served")
+        image = s.string("image", serving.image if engine == serving.engine and serving.image else ENGINES[engine].image,
+                         check=_pinned_image) or ENGINES[engine].image
+        _check_engine_image(s, "image" if "image" in s.raw else None, engine, image, models.get(target) if target else None)
         variants.append(
             Variant(
                 name=name or f"variant-{index}",
@@ -747,8 +753,7 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
                 target=target or serving.target or "",
                 serving=serving,
                 engine=engine,
-                image=s.string("image", serving.image if engine == serving.engine and serving.image else ENGINES[engine].image,
-                               check=_pinned_image) or ENGINES[engine].image,
+                image=image,
                 target_info=models.get(target or serving.target or "", UNKNOWN_MODEL),
                 baseline=s.string("baseline", None),
                 draft=draft,
@@ -762,6 +767,35 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
             )
         )
     return variants
+
+
+def _check_engine_image(s: _Section, key: str | None, engine: str, image: str, target: ModelInfo | None) -> None:
+    """The image's Neuron SDK release, from its tag, within what the engine accepts
+    (stackconfig/engines.py EngineInfo.sdks), and the target's family served by that release.
+    `key` is "image" when the variant sets it, else None: serving.image. A problem of a serving
+    key is said once for all variants."""
+    def problem(message: str, variant_key: str | None = key, serving_key: str = "serving.image") -> None:
+        entry = (s.key(variant_key) if variant_key else serving_key, message)
+        if entry not in s.problems:
+            s.problems.append(entry)
+
+    sdk, (oldest, newest) = image_sdk(image), ENGINES[engine].sdks
+    if sdk is None:
+        problem(f"{image!r} does not name its Neuron SDK release in its tag (...-sdk2.32.0-..., as the Neuron DLC tags do); "
+                f"what {engine} accepts depends on it")
+        return
+    if sdk < oldest or newest and sdk > newest:
+        span = f"{sdk_text(oldest)} to {sdk_text(newest)}" if newest else f"{sdk_text(oldest)} or newer"
+        why = (" (NxD Inference's support on Trn2 ends with Neuron 2.34: the legacy engine is frozen; migrate to vllm-neuron, "
+               "README 'Engines')" if engine == "nxdi-legacy" and newest and sdk > newest else "")
+        problem(f"{image!r} is Neuron SDK {sdk_text(sdk)}; {engine} runs on images of Neuron {span}{why}")
+    if engine == "vllm-neuron" and target is not None:
+        last_without = PLUGIN_FAMILIES_WITHOUT_RECIPE.get(target.tokenizer_family)
+        if last_without and sdk <= last_without:
+            problem(f"the vLLM Neuron plugin of Neuron {sdk_text(sdk)} documents no text-generation recipe for "
+                    f"{target.tokenizer_family} models (its model recipes: Llama 3, GPT-OSS, Qwen3-VL, Qwen3-Embedding); "
+                    "serve it on nxdi-legacy, or pin a newer plugin image that has the recipe (serving.image)",
+                    next((k for k in ("target", "engine") if k in s.raw), None), "serving.target")
 
 
 def _check_buckets(key: str, variant: Variant, problems: list[tuple[str, str]]) -> None:

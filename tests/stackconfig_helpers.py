@@ -22,12 +22,14 @@ SMALL = {
 edit breaks one rule only. nxdi-legacy, TP 32, a plain draft."""
 
 PLUGIN = {
-    "serving": {**SMALL["serving"], "engine": "vllm-neuron"},
+    "serving": {**SMALL["serving"], "engine": "vllm-neuron", "target": "meta-llama/Llama-3.1-8B-Instruct"},
     "variants": [{"name": "base", "role": "baseline"},
-                 {"name": "sd", "role": "sd", "draft": "RedHatAI/Qwen3-32B-speculator.eagle3", "numSpeculativeTokens": 3}],
+                 {"name": "sd", "role": "sd", "draft": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", "numSpeculativeTokens": 3}],
     "benchmark": SMALL["benchmark"],
+    "huggingFaceToken": "hf_x",
 }
-"""SMALL on vllm-neuron, speculating with an EAGLE3 head."""
+"""SMALL's shape on vllm-neuron, speculating with an EAGLE3 head (Llama 3.1 8B: the plugin of the
+pinned image documents no Qwen3 text recipe)."""
 
 
 def qualified(values: dict, region: str | None = REGION) -> dict:

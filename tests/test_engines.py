@@ -99,7 +99,7 @@ def test_the_eagle3_stack_claims_two_devices_in_one_four_device_group():
 
 
 BASE = load_stack(QWEN).config
-PLUGIN = load_stack("qwen3-32b-eagle3").config
+PLUGIN = load_stack(EAGLE3_STACK).config
 
 
 def problems(config: dict) -> dict[str, str]:
@@ -122,8 +122,8 @@ def with_variant(config: dict, index: int, **fields) -> dict:
     (with_variant(BASE, 1, engine="vllm-neuron"), "variants[1].draft", "vanilla draft-model speculative decoding is not supported"),
     (with_variant(PLUGIN, 1, engine="nxdi-legacy"), "variants[1].draft", "on vllm-neuron only"),
     (with_variant(PLUGIN, 0, engine="nxdi-legacy"), "variants[1].engine", "compare like with like"),
-    (with_variant(PLUGIN, 1, draft="RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"), "variants[1].draft", "shared tokenizer"),
-    (with_variant(load_stack(EAGLE3_STACK).config, 1, target="meta-llama/Llama-3.1-8B"), "variants[1].draft",
+    (with_variant(PLUGIN, 1, draft="RedHatAI/Qwen3-32B-speculator.eagle3"), "variants[1].draft", "shared tokenizer"),
+    (with_variant(PLUGIN, 1, target="meta-llama/Llama-3.1-8B"), "variants[1].draft",
      "was trained for meta-llama/Llama-3.1-8B-Instruct, not for meta-llama/Llama-3.1-8B"),
     (with_variant(PLUGIN, 1, draftMaxModelLen=512), "variants[1].draftMaxModelLen", "no draft max_model_len"),
     (with_variant(PLUGIN, 1, speculationMethod="draft_model"), "variants[1].speculationMethod", "an EAGLE3 head"),
@@ -148,11 +148,12 @@ def test_engine_rules_are_config_errors_naming_the_key(config, key, words):
 
 
 def test_a_model_outside_the_catalog_can_be_declared():
-    head = "example/Qwen3-32B-dflash"
+    head = "example/Llama-3.1-8B-Instruct-dflash"
     config = with_variant({**PLUGIN, "sd-trn2:models": {head: {
-        "tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.6, "kind": "dflash-head", "draftFor": ["Qwen/Qwen3-32B"]}}},
-        1, draft=head)
-    # DFlash runs at TP 4 or 8 only; this stack's variants are TP 32.
+        "tokenizerFamily": "llama3", "gated": False, "paramsBillion": 0.6, "kind": "dflash-head",
+        "draftFor": ["meta-llama/Llama-3.1-8B-Instruct"]}}}, 1, draft=head)
+    # DFlash runs at TP 4 or 8 only; at 8 devices the variants are TP 32.
+    config["sd-trn2:serving"] = {**config["sd-trn2:serving"], "devicesPerVariant": 8}
     assert "DFlash runs at TP 4 or 8" in problems(config)["variants[1].draft"]
     config["sd-trn2:serving"] = {**config["sd-trn2:serving"], "devicesPerVariant": 2}
     sd = parse_stack_config(PROJECT, "test", config).variant("eagle3")

@@ -10,7 +10,7 @@ from stackconfig.source import PROJECT
 
 from .stackconfig_helpers import PLUGIN, SMALL, parse, problem_list, with_edits
 
-HEAD = {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5, "kind": "eagle3-head", "draftFor": ["Qwen/Qwen3-32B"]}
+HEAD = {"tokenizerFamily": "llama3", "gated": False, "paramsBillion": 0.5, "kind": "eagle3-head", "draftFor": ["meta-llama/Llama-3.1-8B-Instruct"]}
 
 
 def test_a_declared_model_is_served_with_the_facts_given():
@@ -28,10 +28,10 @@ def test_a_declared_model_is_served_with_the_facts_given():
 
 
 def test_a_declared_head_has_defaults_and_its_targets():
-    spec = parse(with_edits(PLUGIN, {"models": {"example/Qwen3-32B-head": {**HEAD, "paramsBillion": 1}},
-                                     "variants.1.draft": "example/Qwen3-32B-head"}))
-    assert spec.variant("sd").draft_info == ModelInfo("qwen3", gated=False, params_billion=1, checkpoint_dtype="bf16",
-                                                      kind="eagle3-head", draft_for=("Qwen/Qwen3-32B",))
+    spec = parse(with_edits(PLUGIN, {"models": {"example/Llama-3.1-8B-head": {**HEAD, "paramsBillion": 1}},
+                                     "variants.1.draft": "example/Llama-3.1-8B-head"}))
+    assert spec.variant("sd").draft_info == ModelInfo("llama3", gated=False, params_billion=1, checkpoint_dtype="bf16",
+                                                      kind="eagle3-head", draft_for=("meta-llama/Llama-3.1-8B-Instruct",))
     assert spec.variant("sd").speculation_method == "eagle3"
 
 
@@ -42,7 +42,7 @@ def test_a_declared_plain_model_is_a_full_model_by_default():
 
 
 def test_declared_heads_may_speculate_for_each_other():
-    models = {"example/A": {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 30},
+    models = {"example/A": {"tokenizerFamily": "llama3", "gated": False, "paramsBillion": 30},
               "example/A-head": {**HEAD, "draftFor": ["example/A"]}}
     values = with_edits(PLUGIN, {"models": models, "serving.target": "example/A", "variants.1.draft": "example/A-head"})
     assert parse(values).variant("sd").draft == "example/A-head"

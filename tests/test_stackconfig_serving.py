@@ -27,12 +27,12 @@ def test_serving_defaults():
 
 def test_every_serving_setting_lands_in_the_spec():
     serving = parse(with_edits(PLUGIN, {"serving": {
-        "engine": "vllm-neuron", "image": "example.com/neuron/vllm:1.0", "target": "Qwen/Qwen3-32B", "devicesPerVariant": 2,
+        "engine": "vllm-neuron", "image": "example.com/neuron/vllm:1.0-sdk2.32", "target": "meta-llama/Llama-3.1-8B-Instruct", "devicesPerVariant": 2,
         "logicalNeuronCores": 1, "tensorParallelSize": 16, "maxNumSeqs": 256, "maxModelLen": 16384,
         "maxNumBatchedTokens": 16384, "nodeCachePath": "/Data/Model_Cache-2.x", "neuronConfig": {"ep_degree": 1},
         "environment": {"NEURON_RT_EXEC_TIMEOUT": "600", "_X1": ""}}})).serving
     assert serving == ServingSettings(
-        engine="vllm-neuron", image="example.com/neuron/vllm:1.0", target="Qwen/Qwen3-32B", devices_per_variant=2,
+        engine="vllm-neuron", image="example.com/neuron/vllm:1.0-sdk2.32", target="meta-llama/Llama-3.1-8B-Instruct", devices_per_variant=2,
         logical_neuron_cores=1, max_num_seqs=256, max_model_len=16384, node_cache_path="/Data/Model_Cache-2.x",
         neuron_config={"ep_degree": 1}, environment={"NEURON_RT_EXEC_TIMEOUT": "600", "_X1": ""}, max_num_batched_tokens=16384)
 
@@ -139,17 +139,20 @@ def test_engine_settings_given_in_config_reach_the_neuron_config():
     assert plugin.serving.neuron_config == {"enable_structured_outputs": True, "ep_degree": 2}
 
 
+LEGACY_IMAGE = "example.com/vllm:1.0-sdk2.26.1"
+
+
 @pytest.mark.parametrize("serving_image, variant_engine, variant_image, expected", [
     (None, None, None, ENGINES["nxdi-legacy"].image),
     (None, "vllm-neuron", None, ENGINES["vllm-neuron"].image),
-    ("example.com/vllm:1.0", None, None, "example.com/vllm:1.0"),
-    ("example.com/vllm:1.0", "vllm-neuron", None, ENGINES["vllm-neuron"].image),   # serving.image is for the serving engine
-    ("example.com/vllm:1.0", None, "example.com/other@sha256:" + "0" * 64, "example.com/other@sha256:" + "0" * 64),
+    (LEGACY_IMAGE, None, None, LEGACY_IMAGE),
+    (LEGACY_IMAGE, "vllm-neuron", None, ENGINES["vllm-neuron"].image),   # serving.image is for the serving engine
+    (LEGACY_IMAGE, None, "example.com/other:2-sdk2.33@sha256:" + "0" * 64, "example.com/other:2-sdk2.33@sha256:" + "0" * 64),
 ])
 def test_a_variants_image(serving_image, variant_engine, variant_image, expected):
-    other = {"name": "other", "role": "baseline", "target": "Qwen/Qwen3-1.7B", **({"engine": variant_engine} if variant_engine else {}),
-             **({"image": variant_image} if variant_image else {})}
-    values = with_edits(SMALL, {"variants": [*SMALL["variants"], other], "variants.1.baseline": "base"})
+    other = {"name": "other", "role": "baseline", "target": "meta-llama/Llama-3.2-1B",
+             **({"engine": variant_engine} if variant_engine else {}), **({"image": variant_image} if variant_image else {})}
+    values = with_edits(SMALL, {"variants": [*SMALL["variants"], other], "variants.1.baseline": "base", "huggingFaceToken": "hf_x"})
     if serving_image:
         values = with_edits(values, {"serving.image": serving_image})
     assert parse(values).variant("other").image == expected
@@ -159,10 +162,40 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 
 
 @pytest.mark.parametrize("image", [
-    "registry.example.com:5000/team/vllm:1.0", f"vllm@{DIGEST}", f"vllm:latest@{DIGEST}", "public.ecr.aws/a/b:Tag_1.2-x",
+    "registry.example.com:5000/team/vllm:1.0-sdk2.26.1", f"vllm:sdk2.33@{DIGEST}", f"vllm:0.9.1-neuronx-sdk2.30.0-ubuntu22.04@{DIGEST}",
+    "public.ecr.aws/a/b:Tag_1.2-x-sdk2.26",
 ])
 def test_pinned_images_are_accepted(image):
     assert parse(with_edits(SMALL, {"serving.image": image})).serving.image == image
+
+
+NEURON_DLC = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
+
+
+@pytest.mark.parametrize("base, image, key, message", [
+    (SMALL, f"vllm@{DIGEST}", "serving.image",
+     f"'vllm@{DIGEST}' does not name its Neuron SDK release in its tag (...-sdk2.32.0-..., as the Neuron DLC tags do); "
+     "what nxdi-legacy accepts depends on it"),
+    (SMALL, f"{NEURON_DLC}:0.29.0.1.2.0-neuronx-py313-sdk2.34.0-ubuntu24.04", "serving.image",
+     f"'{NEURON_DLC}:0.29.0.1.2.0-neuronx-py313-sdk2.34.0-ubuntu24.04' is Neuron SDK 2.34; nxdi-legacy runs on images of Neuron "
+     "2.26 to 2.33 (NxD Inference's support on Trn2 ends with Neuron 2.34: the legacy engine is frozen; migrate to vllm-neuron, "
+     "README 'Engines')"),
+    (SMALL, f"{NEURON_DLC}:0.7.2-neuronx-py310-sdk2.22.0-ubuntu22.04", "serving.image",
+     f"'{NEURON_DLC}:0.7.2-neuronx-py310-sdk2.22.0-ubuntu22.04' is Neuron SDK 2.22; nxdi-legacy runs on images of Neuron 2.26 to 2.33"),
+    (PLUGIN, f"{NEURON_DLC}:0.19.0-neuronx-py312-sdk2.31.0-ubuntu24.04", "serving.image",
+     f"'{NEURON_DLC}:0.19.0-neuronx-py312-sdk2.31.0-ubuntu24.04' is Neuron SDK 2.31; vllm-neuron runs on images of Neuron 2.32 or newer"),
+])
+def test_an_image_outside_its_engines_sdk_releases_is_refused(base, image, key, message):
+    assert problem_list(with_edits(base, {"serving.image": image})) == [(key, message)]
+
+
+def test_qwen3_on_the_plugin_needs_an_image_newer_than_2_32():
+    qwen3 = with_edits(PLUGIN, {"serving.target": "Qwen/Qwen3-32B", "variants.1.draft": "RedHatAI/Qwen3-32B-speculator.eagle3"})
+    ((key, message),) = problem_list(qwen3)
+    assert key == "serving.target" and message.startswith("the vLLM Neuron plugin of Neuron 2.32 documents no text-generation "
+                                                          "recipe for qwen3 models")
+    newer = f"{NEURON_DLC}:0.29.0.1.2.0-neuronx-py313-sdk2.33.0-ubuntu24.04"
+    assert parse(with_edits(qwen3, {"serving.image": newer})).variant("sd").image == newer
 
 
 @pytest.mark.parametrize("image, message", [

@@ -40,9 +40,13 @@ def test_a_baseline_and_a_plain_draft_on_the_legacy_engine():
 
 def test_an_eagle3_head_on_the_plugin():
     sd = parse(PLUGIN).variant("sd")
-    assert fields(sd) == {"role": "sd", "target": "Qwen/Qwen3-32B", "engine": "vllm-neuron", "baseline": "base",
-                          "draft": "RedHatAI/Qwen3-32B-speculator.eagle3", "num_speculative_tokens": 3, "draft_max_model_len": 1024,
+    assert fields(sd) == {"role": "sd", "target": "meta-llama/Llama-3.1-8B-Instruct", "engine": "vllm-neuron", "baseline": "base",
+                          "draft": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", "num_speculative_tokens": 3, "draft_max_model_len": 1024,
                           "speculation_method": "eagle3", "quantization": "none", "weights_path": None, "neuron_config_extra": {}}
+
+
+DFLASH_HEAD = {"example/Llama-3.1-8B-Instruct-dflash": {
+    "tokenizerFamily": "llama3", "gated": False, "paramsBillion": 0.6, "kind": "dflash-head", "draftFor": ["meta-llama/Llama-3.1-8B-Instruct"]}}
 
 
 def test_every_variant_setting_lands_in_the_variant():
@@ -121,11 +125,13 @@ def test_a_variant_whose_target_is_refused_is_checked_as_serving_the_stacks_targ
 
 
 def test_a_head_trained_for_several_targets_names_them_all():
-    head = {**DFLASH_HEAD["example/Qwen3-32B-dflash"], "kind": "eagle3-head", "draftFor": ["Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B"]}
+    head = {**DFLASH_HEAD["example/Llama-3.1-8B-Instruct-dflash"], "kind": "eagle3-head",
+            "draftFor": ["meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-1B-Instruct"]}
     values = with_edits(PLUGIN, {"models": {"example/head": head}, "variants.1.draft": "example/head",
-                                 "variants.1.target": "Qwen/Qwen3-1.7B"})
+                                 "variants.1.target": "meta-llama/Llama-3.1-8B"})
     assert problem_list(values) == [
-        ("variants[1].draft", "example/head was trained for Qwen/Qwen3-32B, Qwen/Qwen3-0.6B, not for Qwen/Qwen3-1.7B")]
+        ("variants[1].draft", "example/head was trained for meta-llama/Llama-3.1-8B-Instruct, meta-llama/Llama-3.2-1B-Instruct, "
+                              "not for meta-llama/Llama-3.1-8B")]
 
 
 def test_without_any_baseline_sd_variants_are_not_told_there_are_several():
@@ -134,6 +140,9 @@ def test_without_any_baseline_sd_variants_are_not_told_there_are_several():
     assert problem_list(values) == [("variants", "needs at least one baseline and one sd variant to compare")]
 
 
+PLUGIN_HAS_NO_QWEN3 = ("the vLLM Neuron plugin of Neuron 2.32 documents no text-generation recipe for qwen3 models (its model "
+                       "recipes: Llama 3, GPT-OSS, Qwen3-VL, Qwen3-Embedding); serve it on nxdi-legacy, or pin a newer plugin image "
+                       "that has the recipe (serving.image)")
 QWEN_DRAFT_ON_PLUGIN = ("Qwen/Qwen3-1.7B is a full model, which speculates as 'draft_model' on nxdi-legacy only, not on vllm-neuron "
                         "(Neuron's migration guide: vanilla draft-model speculative decoding is not supported; migrate to an EAGLE3 draft)")
 KNOWN = ("Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-32B, RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3, "
@@ -196,7 +205,7 @@ NO_PAIR = ("variants", "needs at least one baseline and one sd variant to compar
         ("variants[1].quantization", "fp8 needs an FP8 checkpoint as target; Qwen/Qwen3-32B is bf16"),
         ("variants[1].weightsPath", "is required with fp8: Neuron needs the FP8 weights rescaled first (README, 'Preparing FP8 weights')")]),
     (PLUGIN, {"variants.1.quantization": "fp8"}, [
-        ("variants[1].quantization", "fp8 needs an FP8 checkpoint as target; Qwen/Qwen3-32B is bf16"),
+        ("variants[1].quantization", "fp8 needs an FP8 checkpoint as target; meta-llama/Llama-3.1-8B-Instruct is bf16"),
         ("variants[1].weightsPath", "is required with fp8: Neuron needs the FP8 weights rescaled first (README, 'Preparing FP8 weights')"),
         ("variants[1].quantization", "fp8 with rescaled weights is an NxD Inference path: use engine nxdi-legacy")]),
     (SMALL, {"variants.0.target": "meta-llama/Llama-3.1-405B-Instruct-FP8", "huggingFaceToken": "hf_x"},
@@ -216,24 +225,26 @@ NO_PAIR = ("variants", "needs at least one baseline and one sd variant to compar
     (PLUGIN, {"variants.1.draftMaxModelLen": 512},
      [("variants[1].draftMaxModelLen", "vllm-neuron drafts share the target's length; the plugin has no draft max_model_len")]),
     (PLUGIN, {"variants.1.speculationMethod": "dflash"}, [
-        ("variants[1].speculationMethod", "'dflash' does not fit RedHatAI/Qwen3-32B-speculator.eagle3, which is an EAGLE3 head; "
+        ("variants[1].speculationMethod", "'dflash' does not fit RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3, which is an EAGLE3 head; "
                                           "use 'eagle3' or omit the key")]),
     (PLUGIN, {"variants.1.engine": "nxdi-legacy"}, [
-        ("variants[1].draft", "RedHatAI/Qwen3-32B-speculator.eagle3 is an EAGLE3 head, which speculates as 'eagle3' on vllm-neuron "
-                              "only, not on nxdi-legacy"),
+        ("variants[1].draft", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3 is an EAGLE3 head, which speculates as 'eagle3' on "
+                              "vllm-neuron only, not on nxdi-legacy"),
         ("variants[1].engine", "nxdi-legacy differs from its baseline 'base''s vllm-neuron; compare like with like")]),
     (PLUGIN, {"variants.0.engine": "nxdi-legacy"},
      [("variants[1].engine", "vllm-neuron differs from its baseline 'base''s nxdi-legacy; compare like with like")]),
     (SMALL, {"variants.1.engine": "vllm-neuron"}, [
         ("variants[1].draft", QWEN_DRAFT_ON_PLUGIN),
+        ("variants[1].engine", PLUGIN_HAS_NO_QWEN3),
         ("variants[1].engine", "vllm-neuron differs from its baseline 'base''s nxdi-legacy; compare like with like")]),
-    (PLUGIN, {"variants.1.draft": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3"}, [
-        ("variants[1].draft", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3 uses the llama3 tokenizer but the target "
-                              "Qwen/Qwen3-32B uses qwen3; speculative decoding needs a shared tokenizer"),
+    (PLUGIN, {"variants.1.draft": "RedHatAI/Qwen3-32B-speculator.eagle3"}, [
+        ("variants[1].draft", "RedHatAI/Qwen3-32B-speculator.eagle3 uses the qwen3 tokenizer but the target "
+                              "meta-llama/Llama-3.1-8B-Instruct uses llama3; speculative decoding needs a shared tokenizer"),
+        ("variants[1].draft", "RedHatAI/Qwen3-32B-speculator.eagle3 was trained for Qwen/Qwen3-32B, "
+                              "not for meta-llama/Llama-3.1-8B-Instruct")]),
+    (PLUGIN, {"variants.1.target": "meta-llama/Llama-3.1-8B"}, [
         ("variants[1].draft", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3 was trained for meta-llama/Llama-3.1-8B-Instruct, "
-                              "not for Qwen/Qwen3-32B")]),
-    (PLUGIN, {"variants.1.target": "Qwen/Qwen3-1.7B"}, [
-        ("variants[1].draft", "RedHatAI/Qwen3-32B-speculator.eagle3 was trained for Qwen/Qwen3-32B, not for Qwen/Qwen3-1.7B")]),
+                              "not for meta-llama/Llama-3.1-8B")]),
 ], ids=edits_id)
 def test_variant_rules_name_the_key_and_what_is_allowed(base, edits, problems):
     assert problem_list(with_edits(base, edits)) == problems
@@ -254,9 +265,8 @@ def test_two_variants_that_would_compile_into_one_folder():
     assert problem_list(values) == [("variants", f"two variants compile into the same path {path}; they would overwrite each other")]
 
 
-DFLASH_HEAD = {"example/Qwen3-32B-dflash": {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.6, "kind": "dflash-head",
-                                            "draftFor": ["Qwen/Qwen3-32B"]}}
-DFLASH = with_edits(PLUGIN, {"models": DFLASH_HEAD, "variants.1.draft": "example/Qwen3-32B-dflash", "serving.devicesPerVariant": 2})
+DFLASH = with_edits(PLUGIN, {"models": DFLASH_HEAD, "variants.1.draft": "example/Llama-3.1-8B-Instruct-dflash",
+                             "serving.devicesPerVariant": 2})
 
 
 @pytest.mark.parametrize("devices, lnc", [(1, 2), (1, 1), (2, 2)])
@@ -272,7 +282,7 @@ def test_dflash_runs_at_tensor_parallel_4_or_8(devices, lnc):
         ("variants[1].draft", "DFlash runs at TP 4 or 8; this stack's TP is 16 (serving.devicesPerVariant, serving.logicalNeuronCores)")]),
     ({"variants.1.quantization": "fp8", "variants.1.weightsPath": "w"}, [
         ("variants[1].quantization", "DFlash is validated with BF16 target, draft and KV cache only"),
-        ("variants[1].quantization", "fp8 needs an FP8 checkpoint as target; Qwen/Qwen3-32B is bf16"),
+        ("variants[1].quantization", "fp8 needs an FP8 checkpoint as target; meta-llama/Llama-3.1-8B-Instruct is bf16"),
         ("variants[1].quantization", "fp8 with rescaled weights is an NxD Inference path: use engine nxdi-legacy")]),
     ({"variants.1.quantization": "int4"}, [("variants[1].quantization", "'int4' is not one of none, fp8")]),
     # A refused device count or core size is reported alone, not as a TP DFlash cannot run at.

@@ -13,7 +13,6 @@ EXPECTED = {
     "llama3.1-8b-llama3.2-1b": ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B", 1, 4, 1, 1024, 5, 1, "nxdi-legacy"),
     # The Neuron EAGLE3 tutorial: TP 8 at LNC 2 is 2 devices.
     "llama3.1-8b-instruct-eagle3": ("meta-llama/Llama-3.1-8B-Instruct", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", 2, 8, 2, 2048, 3, 1, "vllm-neuron"),
-    "qwen3-32b-eagle3": ("Qwen/Qwen3-32B", "RedHatAI/Qwen3-32B-speculator.eagle3", 8, 32, 4, 1024, 3, 1, "vllm-neuron"),
 }
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from stackconfig.source import stack_names
+
 from .conftest import STANDALONE, recorded
 
 DATA = Path(__file__).parent / "data"
@@ -60,7 +62,14 @@ def test_renamed_resources_keep_their_type_or_are_aliased_components(stack):
         assert new_type == renamed_types.get(old_type, old_type), (urn, new_type)
 
 
-@pytest.mark.parametrize("stack", sorted(BEFORE_WINGS["stacks"]))
+REMOVED_ON_PURPOSE = {"qwen3-32b-eagle3": "Qwen3 on the Neuron 2.32 plugin is refused by validation (README, 'Engines')"}
+
+
+def test_only_stacks_removed_on_purpose_are_gone():
+    assert sorted(set(BEFORE_WINGS["stacks"]) - set(stack_names())) == sorted(REMOVED_ON_PURPOSE)
+
+
+@pytest.mark.parametrize("stack", sorted(set(BEFORE_WINGS["stacks"]) - set(REMOVED_ON_PURPOSE)))
 def test_every_urn_before_the_two_wings_is_kept_or_aliased_by_a_resource_of_its_type(stack):
     recording = recorded(stack)
     answers = reachable(recording)
