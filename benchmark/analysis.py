@@ -177,6 +177,7 @@ def leviathan(sd: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any] | N
 def compare_run(results_dir: Path, run_id: str) -> dict[str, Any]:
     run = load_run(results_dir, run_id)
     sampling = (run.get("shape") or {}).get("samplingParams", {})
+    by_name = {v["name"]: v for v in run["variants"]}
     cases: dict[str, Any] = {}
     for test_case in run["testCases"]:
         loaded = {v["name"]: load_case(results_dir, run_id, v["name"], test_case) for v in run["variants"]}
@@ -194,6 +195,9 @@ def compare_run(results_dir: Path, run_id: str) -> dict[str, Any]:
                 "speedup_e2e": ratio(base["e2e_s"]["p50"], current["e2e_s"]["p50"]),
                 "throughput_ratio": ratio(current["tokens_per_s"]["p50"], base["tokens_per_s"]["p50"]),
             }
+            decoding = (variant.get("decoding"), by_name[variant["baseline"]].get("decoding"))
+            if None not in decoding and decoding[0] != decoding[1]:
+                comparison["unlike_decoding"] = {"variant": decoding[0], "baseline": decoding[1]}
             if variant["role"] == "sd":
                 comparison["leviathan"] = leviathan(current, variant)
                 comparison["lossless"] = lossless(loaded[variant["name"]], loaded[variant["baseline"]], sampling)

@@ -115,7 +115,18 @@ def _case_tables(run: dict[str, Any], figures: dict[str, Any]) -> list[str]:
                      f"{_fmt(t['utilization_max_pct'], suffix='%')} | {_fmt(t['memory_mean_bytes'], 1 / GiB, 1, ' GiB')} / "
                      f"{_fmt(t['memory_max_bytes'], 1 / GiB, 1, ' GiB')} |")
     flags = [flag for v in variants for flag in _flags(v["name"], figures[v["name"]])]
+    flags += [_unlike_decoding(v["name"], figures[v["name"]]["vs_baseline"], run) for v in variants
+              if (figures[v["name"]].get("vs_baseline") or {}).get("unlike_decoding")]
     return lines + ([""] + flags if flags else [])
+
+
+def _unlike_decoding(name: str, vs: dict[str, Any], run: dict[str, Any]) -> str:
+    unlike = vs["unlike_decoding"]
+    sampling = json.dumps((run.get("shape") or {}).get("samplingParams"))
+    return (f"- **{name} decodes {'greedily' if unlike['variant'] == 'greedy' else 'by sampling'}, its baseline {vs['baseline']} "
+            f"{'greedily' if unlike['baseline'] == 'greedy' else 'by sampling'}** for requests with sampling {sampling}: the "
+            "speedup beside it compares unlike decoding (on the legacy engine a baseline follows each request, fused "
+            "speculation is compiled greedy; docs/engines.md).")
 
 
 def _seed_section(seed: dict[str, Any]) -> list[str]:
@@ -129,8 +140,10 @@ def _seed_section(seed: dict[str, Any]) -> list[str]:
         lines += ["| test case | variant | metric | statistic | seed | measured | measured as | LLMPerf | where in the document |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for row in seed["figures"]:
+            derived = f"; **derived**: {row['derived']}" if row.get("derived") else ""
             lines.append(f"| {row['testCase']} | {row['variant']} | {row['metric']} | {row['statistic']} | {row['published']:.6g} | "
-                         f"{_fmt(row['measured'], digits=4)} | {row['measuredAs']} | {_fmt(row['llmperf'], digits=4)} | {row['cite']} |")
+                         f"{_fmt(row['measured'], digits=4)} | {row['measuredAs']} | {_fmt(row['llmperf'], digits=4)} | "
+                         f"{row['cite']}{derived} |")
     lines += [f"- {note}" for note in seed["notes"] + seed["missing"]]
     return lines + [""]
 

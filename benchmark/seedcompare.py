@@ -95,10 +95,12 @@ def compare(results_dir: Path, run_id: str, run: dict[str, Any]) -> dict[str, An
         case = load_case(results_dir, run_id, variant, test_case)
         figures = run["cases"][test_case][variant]
         for stat, published in figure.values.items():
+            # A derived figure is not LLMPerf's: its LLMPerf column would compare unlike units.
             rows.append({"testCase": test_case, "variant": variant, "role": figure.role, "metric": figure.metric,
                          "statistic": stat, "published": published, "measured": _measured(figure, stat, case, figures),
-                         "measuredAs": MEASURED_AS[figure.metric][1], "llmperf": _llmperf(figure, stat, case),
-                         "cite": figure.cite})
+                         "measuredAs": MEASURED_AS[figure.metric][1],
+                         "llmperf": None if figure.derived else _llmperf(figure, stat, case),
+                         "cite": figure.cite, "derived": figure.derived})
     return {"seed": seed.id, "title": seed.title, "document": seed.document, "statistic": seed.statistic, "notes": list(seed.notes),
             "shape": _shape(seed, run), "shapeCite": seed.shape.cite, "figures": rows, "missing": missing}
 

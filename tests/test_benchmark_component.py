@@ -73,6 +73,20 @@ def test_code_lock_manifest_and_run_config_are_shipped_by_config_map(recording, 
     assert sd["baseline"] and sd["draft"] and sd["numSpeculativeTokens"] and 0 < sd["draftParamsBillion"] < sd["targetParamsBillion"]
 
 
+@pytest.mark.parametrize("stack, decoding", [
+    # Seed 001 sent {}: the legacy baseline follows the request (the model's generation defaults),
+    # fused speculation is compiled greedy; the report flags the pair (docs/engines.md).
+    ("qwen3-32b-qwen3-0.6b", {"base": "sampled", "sd": "greedy"}),
+    ("llama3.1-405b-llama3.2-1b", {"base-bf16": "greedy", "fp8": "greedy", "sd-fp8": "greedy"}),
+    ("llama3.1-8b-instruct-eagle3", {"base": "greedy", "eagle3": "greedy"}),
+])
+def test_the_run_config_says_how_each_server_decodes_the_benchmarks_requests(stack, decoding):
+    from .conftest import recorded
+
+    data = recorded(stack).one("kubernetes:core/v1:ConfigMap", "benchmark-code").inputs["data"]
+    assert {v["name"]: v["decoding"] for v in json.loads(data["run-config.json"])["variants"]} == decoding
+
+
 def test_the_pod_modules_need_nothing_from_the_operator_side(tmp_path):
     """Only the shipped files: importing the driver must not reach report, seeds or stackconfig."""
     (tmp_path / "benchmark" / "llmperf").mkdir(parents=True)

@@ -97,9 +97,24 @@ def test_seed_004_full_quantiles_are_compared_statistic_by_statistic(tmp_path):
     write_case(tmp_path, "r1", "base", "sonnets", base)
     write_case(tmp_path, "r1", "sd", "sonnets", [record(ttft=2.2, e2e=15 + i / 10, tokens=1500, start=T0 + i * 20, prompt=f"p{i}")
                                                  for i in range(50)])
-    comparison = report.build_report(tmp_path)["runs"]["r1"]["seedComparison"]
-    assert len(comparison["figures"]) == 2 * (6 * 10 + 2)
-    rows = {(r["role"], r["metric"], r["statistic"]): r for r in comparison["figures"]}
+    built = report.build_report(tmp_path)
+    comparison = built["runs"]["r1"]["seedComparison"]
+    # Per variant six metrics at ten statistics and two run-level figures; for the baseline, two
+    # more restated per model token.
+    assert len(comparison["figures"]) == 2 * (6 * 10 + 2) + 2
+    rows = {(r["role"], r["metric"], r["statistic"]): r for r in comparison["figures"] if not r["derived"]}
+    derived = {r["metric"]: r for r in comparison["figures"] if r["derived"]}
+    # Seed 004's BF16 figures count Llama-2 tokens (1785 for 1500 asked); per model token its
+    # inter-token latency is (70.096 - 2.442) / 1499 s and its throughput 1500 / 70.096 tok/s.
+    assert rows[("baseline", "inter_token_latency_s", "p50")]["published"] == pytest.approx(0.0379291546)
+    assert derived["inter_token_latency_s"]["published"] == pytest.approx((70.09642704750877 - 2.441959390998818) / 1499)
+    assert derived["inter_token_latency_s"]["measured"] == rows[("baseline", "inter_token_latency_s", "p50")]["measured"]
+    assert derived["request_output_throughput_token_per_s"]["published"] == pytest.approx(1500 / 70.09642704750877)
+    assert derived["inter_token_latency_s"]["llmperf"] is None
+    text = report.markdown(built)
+    assert "| sonnets | base | inter_token_latency_s | p50 | 0.0451331 |" in text
+    assert "**derived**: (p50 end-to-end 70.10 s - p50 TTFT 2.44 s) / (1500 - 1) model tokens" in text
+    assert "look like LLMPerf's Llama-2 re-tokenisation" in text and "about 19% slower than the seed" in text
     e2es = [r["e2e_s"] for r in base]
     assert rows[("baseline", "end_to_end_latency_s", "p25")]["measured"] == pytest.approx(percentile(e2es, 25))
     assert rows[("baseline", "end_to_end_latency_s", "stddev")]["measured"] == pytest.approx(analysis.statistic(e2es, "stddev"))
@@ -620,3 +635,20 @@ def test_help_shows_the_usage_from_the_docstring_as_written(capsys):
     assert "Compare variants per test case and write report.md, report.png and report.json.\n\n" \
            "    python -m benchmark.report DIR\n" in out
     assert "results_dir" in out
+
+
+@pytest.mark.parametrize("decodings, flagged", [
+    (("sampled", "greedy"), True),  # seed 001's shape: `{}` to a legacy baseline, fused speculation greedy
+    (("greedy", "greedy"), False),
+    ((None, None), False),  # a run recorded before variants said how they decode
+])
+def test_a_speedup_between_unlike_decoding_is_flagged_beside_it(tmp_path, decodings, flagged):
+    variants = [{**v, **({"decoding": d} if d else {})} for v, d in zip(VARIANTS, decodings)]
+    write_run(tmp_path, "r1", {"counting": "c"}, variants, shape={**SHAPE, "samplingParams": {}})
+    for name, e2e in (("base", 2.0), ("sd", 1.0)):
+        write_case(tmp_path, "r1", name, "counting", [record(0.05, e2e, 100, prompt=f"p{i}") for i in range(3)])
+    built = report.build_report(tmp_path)
+    unlike = built["runs"]["r1"]["cases"]["counting"]["sd"]["vs_baseline"].get("unlike_decoding")
+    text = report.markdown(built)
+    assert (unlike == {"variant": "greedy", "baseline": "sampled"}) is flagged
+    assert ("- **sd decodes greedily, its baseline base by sampling** for requests with sampling {}" in text) is flagged

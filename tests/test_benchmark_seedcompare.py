@@ -173,10 +173,11 @@ def test_compare_puts_each_published_figure_beside_the_measured_and_llmperfs(tmp
         "figures": [
             {"testCase": "sonnets", "variant": "sd", "role": "sd", "metric": "request_output_throughput_token_per_s",
              "statistic": "value", "published": 19.36, "measured": pytest.approx(401 / 8.2),
-             "measuredAs": "server tokens / end-to-end", "llmperf": 21.5, "cite": "'Fused Architecture' example output: Tokens per second"},
+             "measuredAs": "server tokens / end-to-end", "llmperf": 21.5, "cite": "'Fused Architecture' example output: Tokens per second",
+             "derived": None},
             {"testCase": "sonnets", "variant": "sd", "role": "sd", "metric": "acceptance_rate", "statistic": "value",
              "published": 0.7107, "measured": 0.625, "measuredAs": "accepted / draft tokens (/metrics, else implied)",
-             "llmperf": None, "cite": "'Fused Architecture' example output: acceptance rate"}]}
+             "llmperf": None, "cite": "'Fused Architecture' example output: acceptance rate", "derived": None}]}
 
 
 def test_compare_names_the_figures_the_run_has_no_test_case_or_variant_for(tmp_path):

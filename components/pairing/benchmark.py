@@ -12,6 +12,7 @@ import pulumi_kubernetes as k8s
 
 from benchmark.pod import CODE_MOUNT, RUN_CONFIG, code_items, pod_code, setup_script
 from stackconfig import StackSpec
+from stackconfig.semantics import serves_greedily
 
 from ..handle import ClusterHandle
 from .benchmark_access import SERVICE_ACCOUNT
@@ -32,7 +33,10 @@ def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
             "numSpeculativeTokens": v.num_speculative_tokens, "servedModelName": v.served_model_name,
             "quantization": v.quantization, "devices": v.devices, "endpoint": endpoint, "podSelector": labels(v),
             "costPerHourUsd": hourly, "targetParamsBillion": v.target_info.params_billion,
-            "draftParamsBillion": v.draft_info.params_billion if v.draft_info else None}
+            "draftParamsBillion": v.draft_info.params_billion if v.draft_info else None,
+            # How the server decodes the benchmark's requests, so the report can flag a speedup
+            # between unlike decoding (stackconfig/semantics.py).
+            "decoding": "greedy" if serves_greedily(v, spec.benchmark.sampling_params) else "sampled"}
 
 
 def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
