@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from . import acceptance
 from .proxy import RECORDS_FILE, MeasuringProxy
-from .publish import case_metric_data, telemetry_metric_data
+from .publish import case_metric_data, dimension_values, telemetry_metric_data
 from .results import CASE_FILE, RUN_FILE, SPECDECODE_FILE, STDERR_FILE, STDOUT_FILE, TELEMETRY_FILE, case_dir, load_case
 
 PROMPT_FILE = Path("src/llmperf/sonnet.txt")
@@ -221,11 +221,13 @@ def run_case(config: dict, variant: dict, test_case: str, results_dir: Path, run
     for path in sorted(p for p in out.iterdir() if p.is_file()):
         hooks.keep(path)
     try:
-        hooks.publish(case_metric_data(case, variant, datetime.fromtimestamp(finished, timezone.utc)))
+        hooks.publish(case_metric_data(case, variant, datetime.fromtimestamp(finished, timezone.utc),
+                                       dimension_values(config, variant["name"], test_case)))
     except Exception as error:  # CloudWatch is a view of the results; S3 holds them
         print(f"WARNING: could not publish [{test_case}] {variant['name']}: {error}", flush=True)
     if hooks.telemetry is not None:
-        telemetry.submit(collect_telemetry, hooks, variant, test_case, out, placement, started, finished)
+        telemetry.submit(collect_telemetry, hooks, variant, test_case, out, placement, started, finished,
+                         dimension_values(config, variant["name"], test_case))
     status = f"{len(case.ok)} ok / {case.failed} failed of {case.asked} asked"
     if code != 0:
         status += f"; LLMPerf failed ({code}): {meta['llmperfError']}"
@@ -237,21 +239,22 @@ def run_case(config: dict, variant: dict, test_case: str, results_dir: Path, run
 
 
 def collect_telemetry(hooks: Hooks, variant: dict, test_case: str, out: Path, placement: dict,
-                      started: float, finished: float) -> None:
+                      started: float, finished: float, dimensions: tuple[str, str]) -> None:
     try:
         data = hooks.telemetry(placement, started, finished)
     except Exception as error:  # telemetry is beside the point of a run; never let it end one
         data = {"status": "unavailable", "reason": f"{type(error).__name__}: {error}"}
     hooks.save(out / TELEMETRY_FILE, data)
     try:
-        hooks.publish(telemetry_metric_data(variant["name"], test_case, data))
+        hooks.publish(telemetry_metric_data(*dimensions, data))
     except Exception as error:
         print(f"WARNING: could not publish telemetry of [{test_case}] {variant['name']}: {error}", flush=True)
 
 
 def run_record(config: dict, run_id: str) -> dict[str, Any]:
     return {"runId": run_id, "status": "running", "reason": None, "startedAt": utc_now(), "finishedAt": None,
-            "cases": [], **{k: config[k] for k in ("stack", "shape", "testCases", "variants", "seed", "llmperfCommit")}}
+            "cases": [], **{k: config[k] for k in ("stack", "shape", "testCases", "variants", "seed", "llmperfCommit")},
+            "dimensions": config.get("dimensions")}
 
 
 def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, llmperf_dir: Path, hooks: Hooks) -> dict[str, Any]:

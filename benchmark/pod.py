@@ -5,6 +5,7 @@ build the Job from these facts; validation (stackconfig/parse.py) checks config 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable, Mapping
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 # What the pod runs (standard library + the lock's boto3); report.py, seedcompare.py and seeds.py
@@ -31,6 +32,28 @@ SAMPLE_TEST_CASES: dict[str, str | None] = {
     "python-skeleton": "Write a simple Python function skeleton",
     "one-to-twenty": "List numbers from one to twenty",
 }
+
+METRIC_DIMENSION_STYLES = ("names", "eks-sample")
+SAMPLE_VARIANT_VALUES = {"baseline": "Base", "sd": "SD"}
+SAMPLE_SONNETS_VALUE = "__SHAKESPEARE__"
+CLOUDWATCH_DIMENSION_VALUE_MAX = 1024
+"""CloudWatch: a dimension value is 1 to 1024 characters (PutMetricData, Dimension.Value)."""
+
+
+def metric_dimensions(style: str, variants: Iterable[tuple[str, str]], test_cases: Mapping[str, str | None]) -> dict[str, dict[str, str]]:
+    """The values the benchmark publishes a (variant, test case) under, per dimension.
+
+    "names": the variant's and the test case's names. "eks-sample": the EKS sample's own
+    (its qwen-llmperf-pod.yaml, as its README's "View Results in CloudWatch" describes): Variant
+    "SD" or "Base", TestCase the prompt with every space made an underscore (its `tr ' ' '_'`),
+    and "__SHAKESPEARE__" for LLMPerf's own sonnets, so the sample's dashboards and queries
+    find this project's metrics."""
+    if style == "eks-sample":
+        return {"Variant": {name: SAMPLE_VARIANT_VALUES[role] for name, role in variants},
+                "TestCase": {case: SAMPLE_SONNETS_VALUE if prompt is None else prompt.replace(" ", "_")
+                             for case, prompt in test_cases.items()}}
+    return {"Variant": {name: name for name, _ in variants}, "TestCase": {case: case for case in test_cases}}
+
 
 # The dashboard's layout (components/pairing/dashboard.py), in the metrics publish.py publishes: per
 # test case, a row for latency and one beneath it for tokens, acceptance and the Neuron devices,

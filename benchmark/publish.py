@@ -1,5 +1,7 @@
 """Publish benchmark results to CloudWatch under the dimensions Variant and TestCase only (the
-dashboard matches a metric only with its full dimension set: docs/facts.md "CloudWatch").
+dashboard matches a metric only with its full dimension set: docs/facts.md "CloudWatch"), with the
+values the run config names (the variant and test-case names, or the EKS sample's: Variant SD /
+Base, TestCase the prompt with underscores; benchmark/pod.py metric_dimensions).
 
 - Per request, as Values/Counts so CloudWatch can compute percentiles: TTFT, TimePerOutputToken,
   EndToEndLatency, RequestOutputThroughput, InputTokens, OutputTokens (proxy timings, server token
@@ -71,22 +73,32 @@ def datums(name: str, variant: str, test_case: str, values: list[float], timesta
         }
 
 
-def case_metric_data(case: CaseResult, variant: dict[str, Any], timestamp: datetime) -> list[dict[str, Any]]:
-    """Datums for one (test case, variant); failed requests contribute only to FailedRequests."""
+def dimension_values(run: dict[str, Any], variant: str, test_case: str) -> tuple[str, str]:
+    """The Variant and TestCase values a (variant, test case) is published under: the run config's
+    "dimensions" (benchmark/pod.py metric_dimensions), else the names themselves."""
+    dimensions = run.get("dimensions") or {}
+    return dimensions.get("Variant", {}).get(variant, variant), dimensions.get("TestCase", {}).get(test_case, test_case)
+
+
+def case_metric_data(case: CaseResult, variant: dict[str, Any], timestamp: datetime,
+                     dimensions: tuple[str, str] | None = None) -> list[dict[str, Any]]:
+    """Datums for one (test case, variant), under `dimensions` (Variant, TestCase values; default
+    the names); failed requests contribute only to FailedRequests."""
     ok = case.ok
+    variant_value, case_value = dimensions or (case.variant, case.test_case)
     data: list[dict[str, Any]] = []
     for name, (_, extract) in REQUEST_METRICS.items():
-        data += datums(name, case.variant, case.test_case, [v for v in map(extract, ok) if v is not None], timestamp)
+        data += datums(name, variant_value, case_value, [v for v in map(extract, ok) if v is not None], timestamp)
     itl = [r["inter_token_latency_s"] for r in case.llmperf_responses if r.get("error_code") is None]
-    data += datums("InterTokenLatency", case.variant, case.test_case, itl, timestamp)
-    data += datums("FailedRequests", case.variant, case.test_case, [case.failed], timestamp)
+    data += datums("InterTokenLatency", variant_value, case_value, itl, timestamp)
+    data += datums("FailedRequests", variant_value, case_value, [case.failed], timestamp)
     figures = acceptance_figures(case, variant.get("numSpeculativeTokens"), ok)
     per_case = {"ImpliedAcceptanceRate": figures["acceptance_rate_implied"],
                 "AcceptanceRate": figures["counters"].get("acceptance_rate"),
                 "MeanAcceptanceLength": figures["counters"].get("mean_acceptance_length")}
     for name, value in per_case.items():
         if value is not None:
-            data += datums(name, case.variant, case.test_case, [value * 100 if UNITS[name] == "Percent" else value], timestamp)
+            data += datums(name, variant_value, case_value, [value * 100 if UNITS[name] == "Percent" else value], timestamp)
     return data
 
 
@@ -129,8 +141,9 @@ def run_metric_data(results_dir: Path, run_id: str) -> list[dict[str, Any]]:
             case = load_case(results_dir, run_id, variant["name"], test_case)
             if not case.case:
                 continue  # never ran (the run stopped before it)
-            data += case_metric_data(case, variant, datetime.fromtimestamp(case.case["finishedAt"], timezone.utc))
-            data += telemetry_metric_data(variant["name"], test_case, case.telemetry or {})
+            dimensions = dimension_values(run, variant["name"], test_case)
+            data += case_metric_data(case, variant, datetime.fromtimestamp(case.case["finishedAt"], timezone.utc), dimensions)
+            data += telemetry_metric_data(*dimensions, case.telemetry or {})
     return data
 
 

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from benchmark.pod import metric_dimensions
+
 from .catalog import APPROXIMATE_HOURLY_USD, INSTANCE_SHAPES, InstanceShape, ModelInfo, all_modules
 from .engines import (
     KV_SEGMENT_SIZES,
@@ -280,6 +282,8 @@ class BenchmarkSettings:
     server's defaults, as seeds 001 and 004 did."""
     seed: str | None = None
     """Which seed's published figures the report prints beside the measured ones (benchmark/seeds.py)."""
+    metric_dimensions: str = "names"
+    """The CloudWatch dimension values: "names" or the EKS sample's ("eks-sample"; benchmark/pod.py)."""
 
 
 @dataclass(frozen=True)
@@ -388,6 +392,12 @@ class StackSpec:
     def results_prefix(self) -> str:
         """Where the pairing's benchmark runs go in the (possibly shared) bucket: results/<pairing>/<run-id>/."""
         return f"{RESULTS_ROOT}{self.name}/"
+
+    @property
+    def metric_dimensions(self) -> dict[str, dict[str, str]]:
+        """Variant and TestCase values the benchmark publishes under and the dashboard queries."""
+        return metric_dimensions(self.benchmark.metric_dimensions, [(v.name, v.role) for v in self.variants],
+                                 self.benchmark.test_cases)
 
     @property
     def dashboard_name(self) -> str:

@@ -12,11 +12,14 @@ from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from benchmark.pod import (
+    CLOUDWATCH_DIMENSION_VALUE_MAX,
     DASHBOARD_WIDGETS_PER_TEST_CASE,
     DEFAULT_SAMPLING_PARAMS,
+    METRIC_DIMENSION_STYLES,
     MIN_INPUT_TOKENS,
     RESERVED_SAMPLING_KEYS,
     SAMPLE_TEST_CASES,
+    metric_dimensions,
 )
 from benchmark.podsetup import llmperf_commits
 from benchmark.seeds import SEEDS
@@ -190,7 +193,7 @@ PLATFORM_OWNED = ("cluster", "modelStore")
 CLUSTER_KEYS = {"kubernetesVersion", "supportType", "logRetentionDays", "systemNodeInstanceType", "systemNodeCount",
                 "vpcCidr", "availabilityZoneCount", "availabilityZones", "workloadIdentity"}
 BENCHMARK_KEYS = {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases",
-                  "image", "llmperfCommit", "metricsNamespace", "samplingParams", "seed"}
+                  "image", "llmperfCommit", "metricsNamespace", "metricDimensions", "samplingParams", "seed"}
 CAPACITY_KEYS = {"instanceType", "capacityType", "reservationIds", "amiAlias", "rootVolumeGiB", "replacementHeadroomNodes"}
 _PLATFORM_REFERENCE = re.compile(r"^(?P<org>[A-Za-z0-9_.-]+)/(?P<project>[A-Za-z0-9_.-]+)/(?P<stack>[A-Za-z0-9_.-]+)$")
 
@@ -240,6 +243,7 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
         for index, variant in enumerate(variants):
             _check_buckets(f"variants[{index}]", variant, problems)
+    _check_metric_dimensions(benchmark, variants, problems)
     plugin_variants = [v.name for v in variants if v.engine == "vllm-neuron"]
     if serving.max_num_batched_tokens and not plugin_variants:
         problems.append(("serving.maxNumBatchedTokens", "only vllm-neuron variants use it; no variant runs on vllm-neuron"))
@@ -661,7 +665,27 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
         metrics_namespace=namespace or "",
         sampling_params=_sampling_params(s),
         seed=s.string("seed", None, choices=tuple(SEEDS)),
+        metric_dimensions=s.string("metricDimensions", "names", choices=METRIC_DIMENSION_STYLES) or "names",
     )
+
+
+def _check_metric_dimensions(benchmark: BenchmarkSettings, variants: list[Variant], problems: list[tuple[str, str]]) -> None:
+    """The sample's values name a role, not a variant, and a prompt, not a test case: each must
+    still name one (variant, test case), within CloudWatch's length (benchmark/pod.py)."""
+    if benchmark.metric_dimensions != "eks-sample":
+        return
+    roles = [v.role for v in variants]
+    if sorted(roles) != ["baseline", "sd"]:
+        problems.append(("benchmark.metricDimensions", "eks-sample publishes Variant SD or Base, so it needs exactly one baseline "
+                                                       f"and one sd variant; this stack has {len(variants)} variants"))
+    values = metric_dimensions("eks-sample", [], benchmark.test_cases)["TestCase"]
+    for case, value in values.items():
+        if len(value) > CLOUDWATCH_DIMENSION_VALUE_MAX:
+            problems.append((f"benchmark.testCases.{case}", f"with metricDimensions eks-sample the prompt is the TestCase value, "
+                                                            f"at most {CLOUDWATCH_DIMENSION_VALUE_MAX} characters; it has {len(value)}"))
+    for value in sorted({v for v in values.values() if list(values.values()).count(v) > 1}):
+        cases = [c for c, v in values.items() if v == value]
+        problems.append(("benchmark.testCases", f"{', '.join(cases)} publish under the same TestCase {value!r} with metricDimensions eks-sample"))
 
 
 def _sampling_params(s: _Section) -> dict[str, Any]:

@@ -170,13 +170,23 @@ def test_the_largest_allowed_prompts_fit_the_config_map():
     """Guards TEST_CASE_PROMPTS_MAX_BYTES: at the limit, the benchmark ConfigMap is under 1 MiB."""
     import json
 
-    from benchmark.pod import pod_code
+    from benchmark.pod import CLOUDWATCH_DIMENSION_VALUE_MAX, DASHBOARD_WIDGETS_PER_TEST_CASE, pod_code
     from components.pairing.benchmark import run_config
     from offline.stacks import load_stack
-    from stackconfig.catalog import CONFIG_MAP_MAX_BYTES, TEST_CASE_PROMPTS_MAX_BYTES
+    from stackconfig.catalog import CONFIG_MAP_MAX_BYTES, DASHBOARD_MAX_WIDGETS, TEST_CASE_PROMPTS_MAX_BYTES
 
     spec = load_stack(QWEN).spec()
-    cases = {f"case-{i}": "x" * (TEST_CASE_PROMPTS_MAX_BYTES // 8) for i in range(8)}
-    big = type(spec)(**{**spec.__dict__, "benchmark": type(spec.benchmark)(**{**spec.benchmark.__dict__, "test_cases": cases})})
-    data = {**pod_code(spec.benchmark.llmperf_commit), "run-config.json": json.dumps(run_config(big, {v.name: "http://x" for v in spec.variants}), indent=2)}
-    assert sum(len(v.encode()) for v in data.values()) < CONFIG_MAP_MAX_BYTES
+
+    def config_map_bytes(cases: dict, dimensions: str) -> int:
+        benchmark = type(spec.benchmark)(**{**spec.benchmark.__dict__, "test_cases": cases, "metric_dimensions": dimensions})
+        big = type(spec)(**{**spec.__dict__, "benchmark": benchmark})
+        data = {**pod_code(spec.benchmark.llmperf_commit),
+                "run-config.json": json.dumps(run_config(big, {v.name: "http://x" for v in spec.variants}), indent=2)}
+        return sum(len(v.encode()) for v in data.values())
+
+    assert config_map_bytes({f"case-{i}": "x" * (TEST_CASE_PROMPTS_MAX_BYTES // 8) for i in range(8)}, "names") < CONFIG_MAP_MAX_BYTES
+    # With the EKS sample's dimensions each prompt is also a TestCase value, at most 1024
+    # characters (validation), for as many test cases as the dashboard holds.
+    most = (DASHBOARD_MAX_WIDGETS - 1) // DASHBOARD_WIDGETS_PER_TEST_CASE
+    cases = {f"case-{i}": f"{i:03d}" + "x" * (CLOUDWATCH_DIMENSION_VALUE_MAX - 3) for i in range(most)}
+    assert config_map_bytes(cases, "eks-sample") < CONFIG_MAP_MAX_BYTES

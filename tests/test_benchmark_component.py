@@ -5,6 +5,7 @@ import sys
 
 import pytest
 
+from benchmark import publish
 from benchmark.pod import PACKAGE_DIR, POD_LOCK, POD_MODULES
 from benchmark.publish import DIMENSIONS, UNITS
 from offline.stacks import load_stack, run_stack
@@ -149,11 +150,22 @@ def test_dashboard_queries_exactly_what_is_published(recording, spec):
             assert tuple(dims) == DIMENSIONS
             seen.add((dims["TestCase"], dims["Variant"], name, widget["properties"]["stat"]))
         assert widget["properties"]["region"] == spec.region
+    # The pod publishes each (variant, test case) under the run config's dimension values: the
+    # dashboard queries exactly those.
+    run_config = json.loads(recording.one("kubernetes:core/v1:ConfigMap", "benchmark-code").inputs["data"]["run-config.json"])
+    published = set()
     for test_case in spec.benchmark.test_cases:
+        for variant in run_config["variants"]:
+            dimensions = publish.dimension_values(run_config, variant["name"], test_case)
+            for datum in publish.telemetry_metric_data(*dimensions, {"utilizationPercent": [[0.0, 1.0]]}):
+                published.add((datum["Dimensions"][1]["Value"], datum["Dimensions"][0]["Value"]))
+    assert {(case, variant) for case, variant, _, _ in seen} == published
+    for test_case, case_value in spec.metric_dimensions["TestCase"].items():
         for variant in spec.variants:
+            variant_value = spec.metric_dimensions["Variant"][variant.name]
             for name, stat in (("TimePerOutputToken", "p50"), ("OutputTokens", "p50"), ("AcceptanceRate", "Average"),
                                ("NeuronCoreUtilization", "Average"), ("NeuronMemoryUsed", "Maximum")):
-                assert (test_case, variant.name, name, stat) in seen
+                assert (case_value, variant_value, name, stat) in seen
     # Each test case's Neuron widgets sit right under its latency widgets.
     for test_case in spec.benchmark.test_cases:
         rows = sorted({w["y"] for w in widgets if w["properties"]["title"].startswith(f"{test_case}: ")})
@@ -167,3 +179,21 @@ def test_benchmark_runs_after_and_is_deleted_before_the_servers(recording):
     job = recording.one("kubernetes:batch/v1:Job")
     for deployment in recording.of_type("kubernetes:apps/v1:Deployment"):
         assert recording.depends_on(job, deployment)
+
+
+def test_the_sample_stack_publishes_under_the_samples_own_dimension_values():
+    """Seed 000's pod writes `PROMPT_DIM=$(echo "$PROMPT" | tr ' ' '_')` as TestCase, __SHAKESPEARE__
+    for the sonnets, and Variant SD / Base, under the namespace Qwen/LLMPerf: run here through bash."""
+    from .conftest import recorded
+
+    spec = load_stack("qwen3-32b-qwen3-1.7b").spec()
+    data = recorded(spec.stack).one("kubernetes:core/v1:ConfigMap", "benchmark-code").inputs["data"]
+    dimensions = json.loads(data["run-config.json"])["dimensions"]
+    assert dimensions["Variant"] == {"base": "Base", "sd": "SD"}
+    for case, prompt in spec.benchmark.test_cases.items():
+        written = subprocess.run(["bash", "-c", 'PROMPT_DIM=$(echo "$1" | tr " " "_"); printf %s "$PROMPT_DIM"', "-",
+                                  "__SHAKESPEARE__" if prompt is None else prompt], capture_output=True, text=True, check=True).stdout
+        assert dimensions["TestCase"][case] == written
+    body = json.loads(recorded(spec.stack).one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardBody"])
+    assert ["Qwen/LLMPerf", "TTFT", "Variant", "SD", "TestCase", "counting_numbers_from_1_"] in [
+        m[:6] for w in body["widgets"] if w["type"] == "metric" for m in w["properties"]["metrics"]]

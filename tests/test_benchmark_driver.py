@@ -28,6 +28,9 @@ def config(base_url="http://vllm-base:8000/v1", sd_url="http://vllm-sd:8000/v1",
         "stack": "qwen3-32b-qwen3-1.7b", "clusterName": "sd-qwen3-32b-qwen3-1-7b", "seed": "003",
         "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f", "shape": shape,
         "testCases": {"counting": "counting numbers from 1 ", "sonnets": None},
+        # The EKS sample's dimension values, as that stack publishes (benchmark/pod.py metric_dimensions).
+        "dimensions": {"Variant": {"base": "Base", "sd": "SD"},
+                       "TestCase": {"counting": "counting_numbers_from_1_", "sonnets": "__SHAKESPEARE__"}},
         "variants": [
             {"name": "base", "role": "baseline", "baseline": None, "numSpeculativeTokens": None, "servedModelName": "Qwen/Qwen3-32B",
              "endpoint": base_url, "podSelector": {"sd-trn2/variant": "base"}},
@@ -35,6 +38,9 @@ def config(base_url="http://vllm-base:8000/v1", sd_url="http://vllm-sd:8000/v1",
              "endpoint": sd_url, "podSelector": {"sd-trn2/variant": "sd"}},
         ],
     }
+
+
+SAMPLE_DIMENSIONS = [{"Name": "Variant", "Value": "SD"}, {"Name": "TestCase", "Value": "counting_numbers_from_1_"}]
 
 
 @pytest.fixture
@@ -611,8 +617,9 @@ def test_one_case_is_run_recorded_uploaded_published_and_reported(tmp_path, llmp
     (data,) = published
     assert {d["MetricName"] for d in data} >= {"TTFT", "FailedRequests", "OutputTokens"}
     assert all(d["Timestamp"] == driver.datetime.fromtimestamp(finished, driver.timezone.utc) for d in data)
-    assert all(d["Dimensions"] == [{"Name": "Variant", "Value": "sd"}, {"Name": "TestCase", "Value": "counting"}] for d in data)
-    assert executor.submitted == [(driver.collect_telemetry, hooks, variant, "counting", out, placement, started, finished)]
+    assert all(d["Dimensions"] == SAMPLE_DIMENSIONS for d in data)
+    assert executor.submitted == [(driver.collect_telemetry, hooks, variant, "counting", out, placement, started, finished,
+                                   ("SD", "counting_numbers_from_1_"))]
     assert summary == {"testCase": "counting", "variant": "sd", "asked": 3, "completed": 1, "failed": 0, "short": True,
                        "exitCode": 0, "llmperfError": "ZeroDivisionError: division by zero"}
     assert stdout.flushed == [
@@ -677,11 +684,12 @@ def test_background_telemetry_is_saved_uploaded_and_published_per_period(tmp_pat
     data = {"status": "ok", "utilizationPercent": [[1_795_000_000.0, 55.0]], "memoryUsedBytes": [[1_795_000_060.0, 7e9]]}
     hooks = quiet_hooks(telemetry=lambda *window: windows.append(window) or data, publish=published.append,
                         upload=lambda path: uploads.append(path))
-    driver.collect_telemetry(hooks, config()["variants"][1], "counting", tmp_path, placement, 1_794_999_990.0, 1_795_000_100.0)
+    driver.collect_telemetry(hooks, config()["variants"][1], "counting", tmp_path, placement, 1_794_999_990.0, 1_795_000_100.0,
+                             ("SD", "counting_numbers_from_1_"))
     assert windows == [(placement, 1_794_999_990.0, 1_795_000_100.0)]
     assert (tmp_path / "telemetry.json").read_text() == json.dumps(data, indent=2, sort_keys=True) + "\n"
     assert uploads == [tmp_path / "telemetry.json"]
-    dimensions = [{"Name": "Variant", "Value": "sd"}, {"Name": "TestCase", "Value": "counting"}]
+    dimensions = SAMPLE_DIMENSIONS
     assert published == [[
         {"MetricName": "NeuronCoreUtilization", "Dimensions": dimensions, "Values": [55.0], "Counts": [1.0], "Unit": "Percent",
          "Timestamp": driver.datetime(2026, 11, 18, 11, 6, 40, tzinfo=driver.timezone.utc)},
@@ -698,7 +706,7 @@ def test_telemetry_that_fails_is_recorded_as_unavailable_and_a_failed_publish_on
 
     stdout = capture_stdout(monkeypatch)
     hooks = quiet_hooks(telemetry=telemetry, publish=publish)
-    driver.collect_telemetry(hooks, config()["variants"][1], "counting", tmp_path, {}, 0.0, 1.0)
+    driver.collect_telemetry(hooks, config()["variants"][1], "counting", tmp_path, {}, 0.0, 1.0, ("SD", "counting_numbers_from_1_"))
     assert json.loads((tmp_path / "telemetry.json").read_text()) == {
         "status": "unavailable", "reason": "RuntimeError: CloudWatch throttled"}
     assert stdout.flushed == ["WARNING: could not publish telemetry of [counting] sd: AccessDenied\n"]
@@ -733,7 +741,7 @@ def test_run_json_from_its_first_upload_to_its_last(tmp_path, llmperf, monkeypat
     assert saved[0] == {"runId": "run-1", "status": "running", "reason": None, "startedAt": "2026-11-22T08:50:07Z",
                         "finishedAt": None, "cases": [], "stack": "qwen3-32b-qwen3-1.7b", "shape": cfg["shape"],
                         "testCases": cfg["testCases"], "variants": cfg["variants"], "seed": "003",
-                        "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f"}
+                        "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f", "dimensions": cfg["dimensions"]}
     assert [len(s["cases"]) for s in saved] == [0, 1, 2, 3, 4, 4]
     assert run == saved[-1] == {**saved[0], "status": "complete", "finishedAt": "2026-11-22T08:50:07Z", "cases": run["cases"]}
     assert [(c["testCase"], c["variant"]) for c in run["cases"]] == [

@@ -152,6 +152,19 @@ def test_a_run_is_published_case_by_case_at_each_finish_in_utc_and_a_missing_cas
     assert all(d["Timestamp"].utcoffset() == timedelta(0) for d in data)
 
 
+def test_a_downloaded_run_is_published_again_under_its_recorded_dimension_values(tmp_path):
+    write_run(tmp_path, "r1", {"counting": "counting numbers from 1 "})
+    run_file = tmp_path / "r1" / "run.json"
+    run = json.loads(run_file.read_text())
+    run_file.write_text(json.dumps({**run, "dimensions": {"Variant": {"base": "Base", "sd": "SD"},
+                                                          "TestCase": {"counting": "counting_numbers_from_1_"}}}))
+    write_case(tmp_path, "r1", "sd", "counting", [record(ttft=0.05, e2e=2.0, tokens=100, start=T0)],
+               telemetry={"status": "ok", "utilizationPercent": [[T0, 50.0]]})
+    data = publish.run_metric_data(tmp_path, "r1")
+    assert {tuple(d["Value"] for d in datum["Dimensions"]) for datum in data} == {("SD", "counting_numbers_from_1_")}
+    assert "NeuronCoreUtilization" in {datum["MetricName"] for datum in data}
+
+
 def test_batches_are_cut_exactly_at_1000_datums_and_20000_values():
     def of(values):
         return {"MetricName": "TTFT", "Values": [0.1] * values, "Counts": [1.0] * values}

@@ -51,7 +51,7 @@ def test_benchmark_values_at_the_limits_are_accepted(edits):
 
 
 NAMESPACE = "is not valid: a CloudWatch namespace: 1 to 255 letters, digits and . _ / # : -, not starting with AWS/"
-BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'metricsNamespace', 'outputTokens', "
+BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'metricDimensions', 'metricsNamespace', 'outputTokens', "
                   "'requestTimeoutSeconds', 'requestsPerTestCase', 'samplingParams', 'seed', 'testCases']")
 
 
@@ -69,6 +69,13 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'met
      [("benchmark.testCases", "63 test cases need 505 dashboard widgets; CloudWatch allows 500 (at most 62 test cases)")]),
     ({"benchmark.testCases": {"e": "é" * 262145}},
      [("benchmark.testCases", "prompts total 524290 bytes; the benchmark's ConfigMap (1 MiB at most) leaves 524288 for them")]),
+    ({"benchmark.metricDimensions": "sample"}, [("benchmark.metricDimensions", "'sample' is not one of names, eks-sample")]),
+    ({"benchmark.metricDimensions": "eks-sample", "variants": [*SMALL["variants"], {**SMALL["variants"][1], "name": "sd2"}],
+      "benchmark.testCases": {"a": "x " * 513, "b": "x_", "c": "x "}}, [
+        ("benchmark.metricDimensions", "eks-sample publishes Variant SD or Base, so it needs exactly one baseline and one sd "
+                                       "variant; this stack has 3 variants"),
+        ("benchmark.testCases.a", "with metricDimensions eks-sample the prompt is the TestCase value, at most 1024 characters; it has 1026"),
+        ("benchmark.testCases", "b, c publish under the same TestCase 'x_' with metricDimensions eks-sample")]),
     ({"benchmark.inputTokens": 0}, [("benchmark.inputTokens", "0 is outside >= 1")]),
     ({"benchmark.inputTokens": None}, [("benchmark.inputTokens", "is required (an integer)")]),
     ({"benchmark.outputTokens": 1}, [("benchmark.outputTokens", "1 is outside >= 2")]),
@@ -97,7 +104,7 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'met
     ({"benchmark": "x"}, [("benchmark", f"must be an object with keys {BENCHMARK_KEYS}, got str"),
                           ("benchmark.inputTokens", "is required (an integer)"), ("benchmark.outputTokens", "is required (an integer)")]),
     ({"benchmark.warmup": 1}, [("benchmark.warmup", "unknown key; allowed: concurrency, image, inputTokens, llmperfCommit, "
-                                                    "metricsNamespace, outputTokens, requestTimeoutSeconds, requestsPerTestCase, "
+                                                    "metricDimensions, metricsNamespace, outputTokens, requestTimeoutSeconds, requestsPerTestCase, "
                                                     "samplingParams, seed, testCases")]),
     # Parsing goes on with what is valid: a refused length counts as 0 in the draft's window.
     ({"benchmark.inputTokens": 200, "benchmark.outputTokens": 1, "variants.1.draftMaxModelLen": 205}, [

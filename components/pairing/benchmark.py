@@ -51,6 +51,7 @@ def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
                   "requestsPerTestCase": b.requests_per_test_case, "requestTimeoutSeconds": b.request_timeout_s,
                   "samplingParams": b.sampling_params},
         "testCases": b.test_cases,
+        "dimensions": spec.metric_dimensions,
         "variants": [variant_config(spec, v.name, endpoints[v.name]) for v in spec.variants],
     }
 

@@ -23,7 +23,7 @@ HEADER = (
 
 
 def dashboard_body(spec: StackSpec, region: str) -> dict:
-    namespace = spec.benchmark.metrics_namespace
+    namespace, dimensions = spec.benchmark.metrics_namespace, spec.metric_dimensions
     widgets = [{
         "type": "text", "x": 0, "y": 0, "width": 24, "height": 3,
         "properties": {"markdown": f"## {spec.stack}: baseline vs speculative decoding, per test case\n{HEADER}"},
@@ -36,7 +36,8 @@ def dashboard_body(spec: StackSpec, region: str) -> dict:
                     "width": 6, "height": 6,
                     "properties": {
                         "title": f"{test_case}: {' / '.join(metrics)} ({stat})",
-                        "metrics": [[namespace, metric, "Variant", v.name, "TestCase", test_case,
+                        "metrics": [[namespace, metric, "Variant", dimensions["Variant"][v.name],
+                                     "TestCase", dimensions["TestCase"][test_case],
                                      {"label": f"{v.name} ({v.role}){' ' + metric if len(metrics) > 1 else ''}"}]
                                     for metric in metrics for v in spec.variants],
                         "view": "bar", "stat": stat, "period": 3600, "region": region,
