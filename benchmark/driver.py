@@ -78,18 +78,30 @@ def http_healthy(base_url: str) -> bool:
         return False
 
 
-def wait_for_endpoints(variants: list[dict], healthy: Callable[[str], bool], timeout_s: float,
-                       poll_s: float = 60, sleep: Callable[[float], None] = time.sleep,
-                       clock: Callable[[], float] = time.monotonic) -> None:
-    """Block until every variant answers /health (first starts compile for an hour or more)."""
+def not_ready(variant: dict, healthy: Callable[[str], bool], committed: Callable[[str], bool]) -> str | None:
+    """Why a variant cannot be measured yet: its server does not answer /health, or the artifacts it
+    compiled are not committed to the store yet (its publisher would be uploading them from the
+    same node while the benchmark measures: modelstore/publish.py)."""
+    if not healthy(variant["endpoint"]):
+        return "not healthy"
+    if variant.get("commitKey") and not committed(variant["commitKey"]):
+        return "compiled artifacts not published yet"
+    return None
+
+
+def wait_for_variants(variants: list[dict], reason: Callable[[dict], str | None], timeout_s: float,
+                      poll_s: float = 60, sleep: Callable[[float], None] = time.sleep,
+                      clock: Callable[[], float] = time.monotonic) -> None:
+    """Block until every variant is ready (first starts compile for an hour or more)."""
     deadline = clock() + timeout_s
-    waiting = [v for v in variants if not healthy(v["endpoint"])]
+    waiting = {v["name"]: why for v in variants if (why := reason(v))}
     while waiting:
+        listed = ", ".join(f"{name} ({why})" for name, why in waiting.items())
         if clock() >= deadline:
-            raise TimeoutError(f"endpoints not healthy after {timeout_s:.0f}s: {', '.join(v['name'] for v in waiting)}")
-        print(f"waiting for {', '.join(v['name'] for v in waiting)}", flush=True)
+            raise TimeoutError(f"variants not ready after {timeout_s:.0f}s: {listed}")
+        print(f"waiting for {listed}", flush=True)
         sleep(poll_s)
-        waiting = [v for v in waiting if not healthy(v["endpoint"])]
+        waiting = {v["name"]: why for v in variants if v["name"] in waiting and (why := reason(v))}
 
 
 def llmperf_command(python: str, variant: dict, shape: dict, out_dir: Path) -> list[str]:
@@ -165,6 +177,8 @@ class Hooks:
 
     runner: Runner = subprocess_runner
     healthy: Callable[[str], bool] = http_healthy
+    committed: Callable[[str], bool] = lambda key: True
+    """Whether a variant's commit key exists in the store (production: an S3 listing)."""
     wait_timeout_s: float = 12 * 3600
     scrape: Callable[[str], str] = acceptance.scrape
     locate: Callable[[dict], dict] = lambda variant: {"error": "not running in a Kubernetes cluster"}
@@ -267,7 +281,7 @@ def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, llmper
     original_prompts = prompt_file.read_text()
     telemetry = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
     try:
-        wait_for_endpoints(config["variants"], hooks.healthy, hooks.wait_timeout_s)
+        wait_for_variants(config["variants"], lambda v: not_ready(v, hooks.healthy, hooks.committed), hooks.wait_timeout_s)
         for test_case, prompt in config["testCases"].items():
             prompt_file.write_text(original_prompts if prompt is None else (prompt.rstrip("\n") + "\n") * PROMPT_LINES)
             for variant in config["variants"]:
@@ -289,6 +303,13 @@ def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, llmper
     return run
 
 
+def listed(client: Any, bucket: str, key: str) -> bool:
+    """Whether `key` exists, by listing it (the pod's s3:ListBucket is scoped by s3:prefix, which only a
+    list request carries; a HeadObject of a missing key would answer 403)."""
+    found = client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1).get("Contents", [])
+    return bool(found) and found[0]["Key"] == key
+
+
 class S3Mirror:
     """Uploads a file of the results folder to s3://bucket/<prefix><path relative to the folder>."""
 
@@ -308,7 +329,9 @@ def production_hooks(config: dict, args: argparse.Namespace) -> Hooks:
 
     hooks = Hooks(wait_timeout_s=args.wait_timeout_seconds)
     if args.bucket:
-        hooks.upload = S3Mirror(boto3.client("s3"), args.bucket, args.prefix, args.results_dir)
+        s3 = boto3.client("s3")
+        hooks.upload = S3Mirror(s3, args.bucket, args.prefix, args.results_dir)
+        hooks.committed = lambda key: listed(s3, args.bucket, key)
     if telemetry.SERVICE_ACCOUNT_DIR.exists():
         api = telemetry.KubernetesApi.in_cluster()
         namespace = (telemetry.SERVICE_ACCOUNT_DIR / "namespace").read_text().strip()

@@ -21,6 +21,10 @@ SYSTEM_NODE_LABEL = {"sd-trn2/node-role": "system"}
 TRN2_NODE_LABEL = {"sd-trn2/node-role": "trn2"}
 PAIRING_LABEL = "sd-trn2/pairing"
 """Carried by a pairing's trn2 nodes; its pods select it, so pairings never share a node."""
+PREPARATION_NODE_LABEL = {"sd-trn2/node-role": "model-prep"}
+"""Nodes Karpenter launches for model preparation Jobs (components/platform/preparation_nodes.py)."""
+PREPARATION_TAINT = {"key": "sd-trn2/model-prep", "effect": "NoSchedule"}
+PREPARATION_TOLERATION = {"key": "sd-trn2/model-prep", "operator": "Exists", "effect": "NoSchedule"}
 NEURON_TAINT = {"key": "aws.amazon.com/neuron", "effect": "NoSchedule"}
 NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -54,6 +58,8 @@ class ClusterHandle:
     trn2_node_label: dict[str, str] = field(default_factory=lambda: dict(TRN2_NODE_LABEL))
     neuron_taint: dict[str, str] = field(default_factory=lambda: dict(NEURON_TAINT))
     neuron_toleration: dict[str, str] = field(default_factory=lambda: dict(NEURON_TOLERATION))
+    preparation_node_selector: dict[str, str] = field(default_factory=lambda: dict(PREPARATION_NODE_LABEL))
+    preparation_toleration: dict[str, str] = field(default_factory=lambda: dict(PREPARATION_TOLERATION))
 
     def k8s_options(self, parent: pulumi.Resource, depends_on: list[pulumi.Resource] | None = None,
                     **options: Any) -> pulumi.ResourceOptions:

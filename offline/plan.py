@@ -18,6 +18,7 @@ import pulumi
 import yaml
 
 from stackconfig import ConfigError, PlatformSpec, StackSpec
+from stackconfig.timeline import cold_path, describe
 from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION, stack_addons
 
 from .engine import Recording
@@ -83,6 +84,12 @@ def pairing_lines(spec: StackSpec) -> list[str]:
         if v.is_speculative and v.draft_max_model_len and v.draft_max_model_len < v.serving.max_model_len:
             lines.append(f"    note             draft compiled for {v.draft_max_model_len} tokens < maxModelLen "
                          f"{v.serving.max_model_len}: longer requests fail on this variant")
+    lines += ["", "Prepared models (one Job each, on the preparation nodes):"]
+    for model in spec.prepared_models:
+        lines.append(f"  {model.job_name:<44} {model.model}@{model.revision} ({model.form}, ~{model.checkpoint_gib} GiB) -> {model.prefix}")
+    lines += ["", "Cold path (estimates; each step logs the rate it reaches):"]
+    for step in cold_path(spec):
+        lines.append(f"  {step.name:<10} {describe(step):<32} {step.assumes}")
     return lines
 
 

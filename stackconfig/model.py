@@ -21,6 +21,7 @@ from .engines import (
     powers_of_two_up_to,
 )
 from .naming import prefixed, slug, stack_slug
+from .store import UNPINNED_REVISION, PreparedModel
 
 Role = Literal["baseline", "sd"]
 Quantization = Literal["none", "fp8"]
@@ -131,9 +132,9 @@ class Variant:
     draft_max_model_len: int | None = None
     speculation_method: SpeculationMethod | None = None
     quantization: Quantization = "none"
-    weights_path: str | None = None
-    """Bucket-relative folder holding prepared weights (e.g. FP8 rescaled for Neuron); None
-    downloads the target from the Hugging Face hub."""
+    target_revision: str = UNPINNED_REVISION
+    """The target's hub commit (modelRevisions), or UNPINNED_REVISION."""
+    draft_revision: str = UNPINNED_REVISION
     neuron_config_extra: dict[str, Any] = field(default_factory=dict)
     """variants[].neuronConfig: on top of serving.neuronConfig, for this variant only."""
 
@@ -202,6 +203,24 @@ class Variant:
         return config
 
     @property
+    def prepared_target(self) -> PreparedModel:
+        """The target as the store holds it: the hub's files, or FP8 rescaled for Neuron."""
+        if self.quantization == "fp8":
+            return PreparedModel(self.target, self.target_revision, "neuron-fp8", self.target_info,
+                                 bf16_modules=self.target_info.bf16_modules)
+        return PreparedModel(self.target, self.target_revision, "hub", self.target_info)
+
+    @property
+    def prepared_draft(self) -> PreparedModel | None:
+        if not (self.draft and self.draft_info):
+            return None
+        return PreparedModel(self.draft, self.draft_revision, "hub", self.draft_info)
+
+    @property
+    def prepared_models(self) -> tuple[PreparedModel, ...]:
+        return (self.prepared_target,) + ((self.prepared_draft,) if self.prepared_draft else ())
+
+    @property
     def speculative_config(self) -> dict | None:
         if not self.is_speculative:
             return None
@@ -225,7 +244,7 @@ class Variant:
             "engine": self.engine,
             "image": self.image,
             "target": self.target,
-            "weights": self.weights_path,
+            "weights": [m.prefix for m in self.prepared_models],
             "quantization": self.quantization,
             "tensorParallelSize": self.tensor_parallel_size,
             "logicalNeuronCores": self.serving.logical_neuron_cores,
@@ -392,6 +411,11 @@ class StackSpec:
     def results_prefix(self) -> str:
         """Where the pairing's benchmark runs go in the (possibly shared) bucket: results/<pairing>/<run-id>/."""
         return f"{RESULTS_ROOT}{self.name}/"
+
+    @property
+    def prepared_models(self) -> tuple[PreparedModel, ...]:
+        """Every model the variants load, once each, in the variants' order."""
+        return tuple(dict.fromkeys(m for v in self.variants for m in v.prepared_models))
 
     @property
     def metric_dimensions(self) -> dict[str, dict[str, str]]:

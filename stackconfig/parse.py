@@ -70,6 +70,7 @@ from .model import (
 from .naming import name_problems, stack_slug
 from .semantics import engine_failures
 from .server import RESERVED_ENVIRONMENT
+from .store import UNPINNED_REVISION, is_commit
 from .versions import AMI_ALIASES, BENCHMARK_IMAGE, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS, LLMPERF_COMMIT
 
 HUGGING_FACE_TOKEN_KEY = "huggingFaceToken"
@@ -79,7 +80,6 @@ UNKNOWN_MODEL = ModelInfo("", gated=False, params_billion=0)
 _DNS_LABEL = re.compile(r"^[a-z]([-a-z0-9]{0,30}[a-z0-9])?$")
 _RESERVATION_ID = re.compile(r"^cr-[0-9a-z]+$")
 _AMI_ALIAS = re.compile(r"^al2023@v\d{8}$")
-_RELATIVE_PATH = re.compile(r"^(?!/)(?!.*\.\.)[A-Za-z0-9._/-]+$")
 _AVAILABILITY_ZONE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d[a-z]$")
 REGION_KEY = "aws:region"
 # Namespaces besides the project's that a stack file may hold: the AWS provider's own settings
@@ -187,6 +187,7 @@ STACK_KINDS = ("pairing", "platform")
 PLATFORM_KEYS = {"stackKind", "cluster", "capacity", "modelStore", "tags"}
 """A platform stack: the cluster and what every pairing on it shares."""
 PAIRING_KEYS = {"stackKind", "platform", "cluster", "capacity", "serving", "variants", "benchmark", "modelStore", "tags",
+                "modelRevisions",
                 "models", HUGGING_FACE_TOKEN_KEY}
 PLATFORM_OWNED = ("cluster", "modelStore")
 """Keys a shared pairing must leave to its platform stack."""
@@ -239,7 +240,9 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     models = _declared_models(top)
     serving = _parse_serving(_Section("serving", raw.get("serving"), problems, SERVING_KEYS), capacity, models)
     benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, BENCHMARK_KEYS), stack, serving)
-    variants = _resolve_baselines(_parse_variants(top, raw.get("variants"), problems, serving, benchmark, models), problems)
+    revisions = _model_revisions(top, raw)
+    variants = _resolve_baselines(_parse_variants(top, raw.get("variants"), problems, serving, benchmark, models, revisions),
+                                  problems)
     if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
         for index, variant in enumerate(variants):
             _check_buckets(f"variants[{index}]", variant, problems)
@@ -348,6 +351,24 @@ def _declared_models(top: _Section) -> dict[str, ModelInfo]:
             if target not in known:
                 top.problem(f"models.{model_id}.draftFor", f"{target!r} is not a known model")
     return known
+
+
+def _model_revisions(top: _Section, raw: dict) -> dict[str, str]:
+    """`modelRevisions`: the hub commit each model is prepared at (a model not named is prepared
+    from `main` once, and the commit recorded: stackconfig/store.py). Only models the stack serves."""
+    revisions = top.mapping("modelRevisions", {}) or {}
+    serving, variants = raw.get("serving"), raw.get("variants")
+    candidates = [serving.get("target")] if isinstance(serving, dict) else []
+    for variant in variants if isinstance(variants, list) else []:
+        if isinstance(variant, dict):
+            candidates += [variant.get("target"), variant.get("draft")]
+    named = {m for m in candidates if isinstance(m, str)}
+    for model, revision in revisions.items():
+        if model not in named:
+            top.problem(f"modelRevisions.{model}", "is not a model this stack serves (serving.target, a variant's target or draft)")
+        elif not isinstance(revision, str) or not is_commit(revision):
+            top.problem(f"modelRevisions.{model}", f"{revision!r} is not a hub commit: 40 lowercase hex characters")
+    return {m: r for m, r in revisions.items() if isinstance(r, str) and is_commit(r)}
 
 
 def _module_names(s: _Section) -> tuple[str, ...]:
@@ -704,7 +725,7 @@ SPECULATION_KEYS = ("draft", "numSpeculativeTokens", "draftMaxModelLen", "specul
 
 
 def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSettings, benchmark: BenchmarkSettings,
-                    models: Mapping[str, ModelInfo]) -> list[Variant]:
+                    models: Mapping[str, ModelInfo], revisions: Mapping[str, str]) -> list[Variant]:
     if not isinstance(raw, list) or not raw:
         top.problem("variants", "must be a non-empty list of variants (at least one baseline and one sd)")
         return []
@@ -720,7 +741,9 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
         draft_len = s.integer("draftMaxModelLen", None, low=128)
         method = s.string("speculationMethod", None, choices=tuple(METHOD_DRAFT_KIND))
         quantization = s.string("quantization", "none", choices=("none", "fp8"))
-        weights_path = s.string("weightsPath", None, pattern=_RELATIVE_PATH, hint="a bucket-relative folder without '..' or a leading '/'")
+        if "weightsPath" in s.raw:
+            s.problem("weightsPath", "is no longer needed: the program prepares every model in the store itself, FP8 rescaled "
+                                     "for Neuron included (README, 'Models prepared once'); remove it")
         if role == "baseline":
             for key, value in zip(SPECULATION_KEYS, (draft, tokens, draft_len, method)):
                 if value is not None:
@@ -751,8 +774,6 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
         if target and quantization == "fp8":
             if models[target].checkpoint_dtype != "fp8":
                 s.problem("quantization", f"fp8 needs an FP8 checkpoint as target; {target} is {models[target].checkpoint_dtype}")
-            if weights_path is None:
-                s.problem("weightsPath", "is required with fp8: Neuron needs the FP8 weights rescaled first (README, 'Preparing FP8 weights')")
             if engine != "nxdi-legacy":
                 s.problem("quantization", "fp8 with rescaled weights is an NxD Inference path: use engine nxdi-legacy")
             # The modules NxDI must leave in BF16 (Variant.neuron_config), from the models' facts.
@@ -786,7 +807,8 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
                 draft_max_model_len=draft_len if role == "sd" else None,
                 speculation_method=method if role == "sd" else None,
                 quantization=quantization or "none",
-                weights_path=weights_path,
+                target_revision=revisions.get(target or serving.target or "", UNPINNED_REVISION),
+                draft_revision=revisions.get(draft or "", UNPINNED_REVISION),
                 neuron_config_extra=_neuron_config(s, "neuronConfig", engine),
             )
         )

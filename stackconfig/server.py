@@ -19,6 +19,7 @@ import json
 from typing import Callable
 
 from .model import MODEL_STORE_MOUNT_PATH, Variant
+from .store import PreparedModel, staging_prefix
 
 VLLM_PORT = 8000
 NODE_CACHE_MOUNT = "/node-cache"
@@ -26,11 +27,15 @@ TOKEN_VARIABLE = "HF_TOKEN"
 """The Hugging Face token's variable, from the stack's Secret (components/pairing/model_access.py)."""
 
 
+def local_copy(model: PreparedModel) -> str:
+    """Where a prepared model is copied on the node's NVMe, once per node: what vLLM loads. The
+    servers never reach the hub (HF_HUB_OFFLINE), so a 405B BF16 compile loads from this path, in
+    the checkpoint's dtype, as seed 004 did, not through a float32 from_pretrained of a hub id."""
+    return f"{NODE_CACHE_MOUNT}/{model.prefix.rstrip('/')}"
+
+
 def model_reference(variant: Variant) -> str:
-    """What vLLM loads: the hub id, or the node-cache copy of prepared weights."""
-    if variant.weights_path:
-        return f"{NODE_CACHE_MOUNT}/{variant.weights_path}"
-    return variant.target
+    return local_copy(variant.prepared_target)
 
 
 def _common_arguments(variant: Variant) -> list[str]:
@@ -45,9 +50,10 @@ def _common_arguments(variant: Variant) -> list[str]:
 
 
 def _speculative_arguments(variant: Variant) -> list[str]:
-    if not variant.is_speculative:
+    if not variant.is_speculative or variant.prepared_draft is None:
         return []
-    return ["--speculative-config", json.dumps(variant.speculative_config, sort_keys=True)]
+    config = {**variant.speculative_config, "model": local_copy(variant.prepared_draft)}
+    return ["--speculative-config", json.dumps(config, sort_keys=True)]
 
 
 def compilation_timeout_seconds(variant: Variant) -> int:
@@ -63,10 +69,17 @@ Setting = Callable[[Variant], "str | None"]
 COMMON_ENVIRONMENT: dict[str, Setting] = {
     "COMPILE_DIR": lambda v: f"{NODE_CACHE_MOUNT}/{v.artifact_path}",
     "ARTIFACT_DIR": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{v.artifact_path}",
+    "STAGING_DIR": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{staging_prefix(v.artifact_path).rstrip('/')}",
     "HF_HOME": lambda v: f"{NODE_CACHE_MOUNT}/huggingface",
     "VLLM_PORT": lambda v: str(VLLM_PORT),
-    "WEIGHTS_STORE": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{v.weights_path}" if v.weights_path else None,
-    "WEIGHTS_DIR": lambda v: model_reference(v) if v.weights_path else None,
+    # The prepared models: serve.sh waits for each one's marker in the store, then copies it here.
+    "WEIGHTS_STORE": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{v.prepared_target.prefix.rstrip('/')}",
+    "WEIGHTS_DIR": lambda v: model_reference(v),
+    "DRAFT_WEIGHTS_STORE": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{v.prepared_draft.prefix.rstrip('/')}" if v.prepared_draft else None,
+    "DRAFT_WEIGHTS_DIR": lambda v: local_copy(v.prepared_draft) if v.prepared_draft else None,
+    # Never the hub: every file vLLM and the tokenizer read is in the local copies.
+    "HF_HUB_OFFLINE": lambda v: "1",
+    "TRANSFORMERS_OFFLINE": lambda v: "1",
 }
 
 ENGINE_ENVIRONMENT: dict[str, dict[str, Setting]] = {

@@ -165,6 +165,10 @@ BENCHMARK_IMAGE = Pin("public.ecr.aws/docker/library/python:3.11.14-slim-bookwor
                       "benchmark/requirements-pod.lock was resolved and install-tested for (header of "
                       "benchmark/requirements-pod.in); LLMPerf runs unchanged on 3.11 from src/ "
                       "(docs/facts.md, 'LLMPerf, measured')")
+MODEL_STORE_IMAGE = Pin(BENCHMARK_IMAGE.version,
+                        "the benchmark's image: the model store pods (preparation Jobs, the publisher beside each "
+                        "server) need Python 3.11 and pip only; modelstore/requirements.lock was resolved and "
+                        "install-tested for it")
 LLMPERF_COMMIT = Pin("f1d6bed47e4501b0e371082b41601b59ab55269f",
                      "ray-project/llmperf, its last commit (2024-12); benchmark/llmperf/<commit>.manifest holds its "
                      "git tree, which the pod checks every file against")

@@ -123,3 +123,15 @@ def moto_endpoint(moto_server, aws_credentials, monkeypatch):
     urllib.request.urlopen(urllib.request.Request(f"{moto_server}/moto-api/reset", method="POST"), timeout=10).close()
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     return moto_server
+
+
+@pytest.fixture
+def models_bucket(aws_credentials):
+    """moto's S3 in this process, with one bucket, "models": a client to it."""
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-2")
+        client.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+        yield client

@@ -8,7 +8,7 @@ from pathlib import Path
 from offline.engine import RecordedResource, Recording
 from stackconfig.source import PROJECT_DIR
 
-PROGRAM_PARTS = ("__main__.py", "Pulumi.yaml", "components", "stackconfig", "offline", "benchmark", "stacks")
+PROGRAM_PARTS = ("__main__.py", "Pulumi.yaml", "components", "stackconfig", "offline", "benchmark", "modelstore", "stacks")
 
 
 def project_copy(target: Path) -> Path:

@@ -29,10 +29,12 @@ def test_runner_role_grows_only_by_what_the_pod_reads(recording, spec):
     assert sorted(by_sid["WriteBenchmarkResults"]["Action"]) == ["s3:AbortMultipartUpload", "s3:PutObject"]
     assert by_sid["TokenizerCache"]["Resource"] == f"{bucket_arn}/cache/tokenizers/*"
     assert sorted(by_sid["TokenizerCache"]["Action"]) == ["s3:GetObject", "s3:PutObject"]
-    listing = by_sid["ListTokenizerCache"]
+    listing = by_sid["ListTokenizerCacheAndCommits"]
     assert (listing["Action"], listing["Resource"]) == ("s3:ListBucket", bucket_arn)
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["cache/tokenizers/*"]}}
-    account = recording.one("kubernetes:core/v1:ServiceAccount").inputs
+    # Its tokenizer cache, and each variant's commit key exactly (benchmark/driver.py listed).
+    commits = sorted({f"{v.artifact_path}/commit.json" for v in spec.variants})
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["cache/tokenizers/*", *commits]}}
+    account = recording.one("kubernetes:core/v1:ServiceAccount", "benchmark-sa").inputs
     role = recording.one("aws:iam/role:Role", "benchmark-runner")
     assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"] == role.outputs["arn"]
 
@@ -45,7 +47,7 @@ def test_the_pod_may_read_its_variants_pods_and_claims_only(recording, spec):
     binding = recording.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").inputs
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "llmperf", "namespace": spec.namespace}]
-    job = recording.one("kubernetes:batch/v1:Job")
+    job = recording.one("kubernetes:batch/v1:Job", "benchmark-run")
     assert recording.depends_on(job, recording.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"))
 
 
@@ -100,7 +102,7 @@ def test_the_pod_modules_need_nothing_from_the_operator_side(tmp_path):
 
 
 def test_job_installs_verified_dependencies_then_runs_offline(recording, spec):
-    job = recording.one("kubernetes:batch/v1:Job").inputs
+    job = recording.one("kubernetes:batch/v1:Job", "benchmark-run").inputs
     cron = recording.one("kubernetes:batch/v1:CronJob").inputs
     assert job["metadata"]["name"].startswith("llmperf-") and len(job["metadata"]["name"]) == len("llmperf-") + 8
     assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
@@ -130,11 +132,11 @@ def test_job_installs_verified_dependencies_then_runs_offline(recording, spec):
 
 
 def test_a_new_benchmark_configuration_is_a_new_job():
-    first = run_stack(load_stack("qwen3-32b-qwen3-1.7b")).one("kubernetes:batch/v1:Job").inputs["metadata"]["name"]
-    again = run_stack(load_stack("qwen3-32b-qwen3-1.7b")).one("kubernetes:batch/v1:Job").inputs["metadata"]["name"]
+    first = run_stack(load_stack("qwen3-32b-qwen3-1.7b")).one("kubernetes:batch/v1:Job", "benchmark-run").inputs["metadata"]["name"]
+    again = run_stack(load_stack("qwen3-32b-qwen3-1.7b")).one("kubernetes:batch/v1:Job", "benchmark-run").inputs["metadata"]["name"]
     changed = run_stack(load_stack("qwen3-32b-qwen3-1.7b", {"sd-trn2:benchmark": {
         "inputTokens": 64, "outputTokens": 600, "concurrency": 4, "requestsPerTestCase": 30}}))
-    assert first == again != changed.one("kubernetes:batch/v1:Job").inputs["metadata"]["name"]
+    assert first == again != changed.one("kubernetes:batch/v1:Job", "benchmark-run").inputs["metadata"]["name"]
 
 
 def test_dashboard_queries_exactly_what_is_published(recording, spec):
@@ -176,7 +178,7 @@ def test_dashboard_queries_exactly_what_is_published(recording, spec):
 
 
 def test_benchmark_runs_after_and_is_deleted_before_the_servers(recording):
-    job = recording.one("kubernetes:batch/v1:Job")
+    job = recording.one("kubernetes:batch/v1:Job", "benchmark-run")
     for deployment in recording.of_type("kubernetes:apps/v1:Deployment"):
         assert recording.depends_on(job, deployment)
 

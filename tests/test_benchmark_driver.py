@@ -186,7 +186,7 @@ def test_llmperf_stderr_is_read_for_its_last_error_and_dead_threads():
 def test_endpoints_that_never_answer_fail_the_run_with_the_reason(tmp_path, llmperf):
     hooks = quiet_hooks(healthy=lambda url: False, wait_timeout_s=0, runner=lambda *a: pytest.fail("must not run"))
     run = driver.run_benchmark(config(), tmp_path / "results", "run-1", llmperf, hooks)
-    assert run["status"] == "failed" and run["reason"] == "TimeoutError: endpoints not healthy after 0s: base, sd"
+    assert run["status"] == "failed" and run["reason"] == "TimeoutError: variants not ready after 0s: base (not healthy), sd (not healthy)"
     assert json.loads((tmp_path / "results" / "run-1" / "run.json").read_text())["status"] == "failed"
 
 
@@ -203,7 +203,8 @@ def test_waits_for_every_endpoint_then_times_out_naming_the_slow_one():
         clock[0] += seconds
 
     with pytest.raises(TimeoutError, match="sd"):
-        driver.wait_for_endpoints(config()["variants"], healthy, timeout_s=600, poll_s=60, sleep=sleep, clock=lambda: clock[0])
+        driver.wait_for_variants(config()["variants"], lambda v: driver.not_ready(v, healthy, lambda key: True), timeout_s=600,
+                                 poll_s=60, sleep=sleep, clock=lambda: clock[0])
     assert polls["http://vllm-base:8000/v1"] == 3
 
 
@@ -506,13 +507,13 @@ def test_main_defaults_and_a_local_results_folder(entry_point, tmp_path, monkeyp
     seen, argv = entry_point
     stdout = capture_stdout(monkeypatch)
     monkeypatch.delenv("JOB_NAME", raising=False)
-    seen["outcome"] = {"status": "failed", "reason": "TimeoutError: endpoints not healthy after 43200s: sd"}
+    seen["outcome"] = {"status": "failed", "reason": "TimeoutError: variants not ready after 43200s: sd (not healthy)"}
     assert driver.main(argv) == 1
     args = seen["args"]
     assert (args.bucket, args.prefix, args.namespace, args.wait_timeout_seconds, args.run_id) == (
         None, "results/", None, 43200.0, None)
     assert seen["run"][2] == "20261122T085007Z"
-    assert stdout.flushed == [f"run 20261122T085007Z: failed: TimeoutError: endpoints not healthy after 43200s: sd; "
+    assert stdout.flushed == [f"run 20261122T085007Z: failed: TimeoutError: variants not ready after 43200s: sd (not healthy); "
                               f"results in {tmp_path / 'results' / '20261122T085007Z'}\n"]
 
 
@@ -764,10 +765,10 @@ def test_a_failed_run_keeps_its_own_reason_even_if_uploads_failed_too(tmp_path, 
 
     run = driver.run_benchmark(config(), tmp_path / "results", "run-1", llmperf,
                                quiet_hooks(healthy=lambda url: False, wait_timeout_s=0, upload=upload))
-    assert (run["status"], run["reason"]) == ("failed", "TimeoutError: endpoints not healthy after 0s: base, sd")
+    assert (run["status"], run["reason"]) == ("failed", "TimeoutError: variants not ready after 0s: base (not healthy), sd (not healthy)")
     err = capsys.readouterr().err
     assert err.startswith("Traceback (most recent call last):\n") and err.endswith(
-        "TimeoutError: endpoints not healthy after 0s: base, sd\n")
+        "TimeoutError: variants not ready after 0s: base (not healthy), sd (not healthy)\n")
 
 
 def test_upload_failures_are_counted_and_the_first_is_the_reason(tmp_path, llmperf):
@@ -844,16 +845,47 @@ def test_waiting_polls_only_the_endpoints_not_yet_healthy_until_the_deadline(mon
 
     stdout = capture_stdout(monkeypatch)
     with pytest.raises(TimeoutError) as error:
-        driver.wait_for_endpoints(config()["variants"], healthy, timeout_s=120, sleep=sleep, clock=lambda: clock[0])
-    assert str(error.value) == "endpoints not healthy after 120s: sd"
+        driver.wait_for_variants(config()["variants"], lambda v: driver.not_ready(v, healthy, lambda key: True), timeout_s=120,
+                                 sleep=sleep, clock=lambda: clock[0])
+    assert str(error.value) == "variants not ready after 120s: sd (not healthy)"
     assert sleeps == [60, 60]  # a minute apart by default; at the deadline itself it gives up
     assert polls == {"http://vllm-base:8000/v1": 3, "http://vllm-sd:8000/v1": 3}
-    assert stdout.flushed == ["waiting for base, sd\n", "waiting for base, sd\n"] and stdout.pending == ""
+    assert stdout.flushed == ["waiting for base (not healthy), sd (not healthy)\n"] * 2 and stdout.pending == ""
+
+
+def test_a_healthy_server_whose_compile_is_not_committed_yet_is_waited_for(monkeypatch):
+    """Its publisher uploads from the same node until the commit: the benchmark must not measure then."""
+    variants = [{**v, "commitKey": f"compiled/{v['name']}/commit.json"} for v in config()["variants"]]
+    committed_after = {"compiled/base/commit.json": 0, "compiled/sd/commit.json": 2}
+    asked = {key: 0 for key in committed_after}
+
+    def committed(key):
+        asked[key] += 1
+        return asked[key] > committed_after[key]
+
+    stdout = capture_stdout(monkeypatch)
+    driver.wait_for_variants(variants, lambda v: driver.not_ready(v, lambda url: True, committed), timeout_s=600,
+                             sleep=lambda s: None, clock=lambda: 0.0)
+    assert stdout.flushed == ["waiting for sd (compiled artifacts not published yet)\n"] * 2
+    assert asked == {"compiled/base/commit.json": 1, "compiled/sd/commit.json": 3}
+
+
+def test_a_commit_is_found_by_listing_its_key(aws_credentials):
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name="us-east-2")
+        s3.create_bucket(Bucket="results-bucket", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+        s3.put_object(Bucket="results-bucket", Key="compiled/x/commit.json.partial", Body=b"")
+        assert not driver.listed(s3, "results-bucket", "compiled/x/commit.json")
+        s3.put_object(Bucket="results-bucket", Key="compiled/x/commit.json", Body=b"{}")
+        assert driver.listed(s3, "results-bucket", "compiled/x/commit.json")
 
 
 def test_endpoints_healthy_at_once_are_not_waited_for(monkeypatch):
     stdout = capture_stdout(monkeypatch)
-    driver.wait_for_endpoints(config()["variants"], lambda url: True, timeout_s=0,
+    driver.wait_for_variants(config()["variants"], lambda v: None, timeout_s=0,
                               sleep=lambda s: pytest.fail("slept"), clock=lambda: 0.0)
     assert stdout.flushed == [] and stdout.pending == ""
 

@@ -81,7 +81,7 @@ def test_karpenter_helm_values(recording, spec):
 
 
 def test_static_node_pool_sized_from_the_variants(recording, spec):
-    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs["spec"]
+    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool", "trn2-nodepool").inputs["spec"]
     assert pool["replicas"] == spec.node_count == pool["limits"]["nodes"]
     assert pool["limits"] == {"nodes": spec.node_count}
     template = pool["template"]["spec"]
@@ -105,7 +105,7 @@ def test_replacement_headroom_lets_the_node_pool_go_one_node_over_its_replicas_a
 
 
 def test_ec2_node_class(recording, spec):
-    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs["spec"]
+    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "trn2-nodeclass").inputs["spec"]
     (alias,) = node_class["amiSelectorTerms"]
     assert alias["alias"].startswith("al2023@v") and "latest" not in alias["alias"]
     assert node_class["instanceStorePolicy"] == "RAID0"
@@ -128,9 +128,9 @@ def test_capacity_reservations_flow_into_node_class_and_pool():
         "sd-trn2:capacity": {"capacityType": "reserved", "reservationIds": ["cr-0abc123def4567890"]},
         "sd-trn2:cluster": {"availabilityZones": ["us-east-2b", "us-east-2c"]}})
     recording = run_stack(stack_input)
-    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs["spec"]
+    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "trn2-nodeclass").inputs["spec"]
     assert node_class["capacityReservationSelectorTerms"] == [{"id": "cr-0abc123def4567890"}]
-    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs["spec"]
+    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool", "trn2-nodepool").inputs["spec"]
     assert {"key": "karpenter.sh/capacity-type", "operator": "In", "values": ["reserved"]} in pool["template"]["spec"]["requirements"]
 
 
@@ -162,7 +162,7 @@ def test_the_dra_driver_keeps_the_charts_tolerations_which_tolerate_the_trn2_tai
     import yaml
 
     defaults = yaml.safe_load((Path(__file__).parent / "data" / "neuron-helm-chart-1.9.0-dra-tolerations.yaml").read_text())
-    taint = recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs["spec"]["template"]["spec"]["taints"][0]
+    taint = recording.one("kubernetes:karpenter.sh/v1:NodePool", "trn2-nodepool").inputs["spec"]["template"]["spec"]["taints"][0]
     tolerating = [t for t in defaults["draDriver"]["tolerations"] if t["key"] == taint["key"]
                   and t.get("effect") in (None, taint["effect"]) and t["operator"] == "Exists"]
     assert len(tolerating) == 1 and len(defaults["draDriver"]["tolerations"]) == 3
@@ -192,7 +192,8 @@ def test_karpenter_crds_come_from_their_own_chart(recording):
     assert controller.inputs["skipCrds"] is True and not crds.inputs.get("skipCrds")
     assert crds.urn in controller.dependencies
     for kind in ("kubernetes:karpenter.sh/v1:NodePool", "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"):
-        assert crds.urn in recording.one(kind).dependencies, kind
+        for node_object in recording.of_type(kind):  # the trn2 nodes and the preparation nodes
+            assert crds.urn in node_object.dependencies, node_object.name
 
 
 def test_one_claim_template_per_device_group_size(recording, spec):
@@ -215,8 +216,8 @@ def test_one_claim_template_per_device_group_size(recording, spec):
 
 
 def test_destroy_order_nodepool_before_karpenter_before_cluster(recording):
-    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool")
-    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass")
+    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool", "trn2-nodepool")
+    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "trn2-nodeclass")
     karpenter = recording.one("kubernetes:helm.sh/v3:Release", "karpenter")
     cluster = recording.one("eks:index:Cluster")
     system_nodes = recording.one("eks:index:ManagedNodeGroup")

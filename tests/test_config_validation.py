@@ -138,10 +138,10 @@ def test_gated_models_need_a_token_and_open_ones_do_not():
     parse({k: v for k, v in BASE.items() if k != "huggingFaceToken"})
 
 
-def test_fp8_needs_prepared_weights():
+def test_a_stack_still_naming_prepared_weights_is_told_to_drop_them():
     values = load_stack("llama3.1-405b-llama3.2-1b").project_values()
-    problems = problems_for(edited(values, "variants.1.weightsPath", None))
-    assert "rescaled" in problems["variants[1].weightsPath"]
+    problems = problems_for(edited(values, "variants.1.weightsPath", "weights/llama-405b-fp8-rescaled"))
+    assert "no longer needed" in problems["variants[1].weightsPath"]
 
 
 def test_a_valid_stack_parses():

@@ -95,7 +95,7 @@ def test_the_eagle3_stack_claims_two_devices_in_one_four_device_group():
     assert devices["requests"][0]["exactly"]["count"] == 2
     assert devices["constraints"][0]["matchAttribute"] == "resource.aws.com/devicegroup4_id"
     assert devices["config"][0]["opaque"]["parameters"]["logicalNeuronCore"] == 2
-    assert recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs["spec"]["replicas"] == 1
+    assert recording.one("kubernetes:karpenter.sh/v1:NodePool", "trn2-nodepool").inputs["spec"]["replicas"] == 1
 
 
 BASE = load_stack(QWEN).config
@@ -181,4 +181,9 @@ def test_a_stack_whose_target_and_draft_are_both_declared_plans_with_their_own_f
     assert (variants["sd"]["targetParamsBillion"], variants["sd"]["draftParamsBillion"]) == (9.1, 1.3)
     assert (variants["base"]["target"], variants["base"]["draftParamsBillion"]) == ("example/Target-9B", None)
     deployments = [o for o in recording.kubernetes_objects() if o.inputs["kind"] == "Deployment"]
-    assert {d.inputs["spec"]["template"]["spec"]["containers"][0]["args"][1] for d in deployments} == {"example/Target-9B"}
+    # Served under its hub id, loaded from its prepared copy, which a Job of its own prepares.
+    args = [d.inputs["spec"]["template"]["spec"]["containers"][0]["args"] for d in deployments]
+    assert {a[a.index("--served-model-name") + 1] for a in args} == {"example/Target-9B"}
+    assert {a[1] for a in args} == {"/node-cache/weights/target-9b/main/hub"}
+    prepares = {j.inputs["metadata"]["annotations"].get("sd-trn2/prepares") for j in recording.of_type("kubernetes:batch/v1:Job")}
+    assert {"weights/target-9b/main/hub/", "weights/draft-1b/main/hub/"} <= prepares

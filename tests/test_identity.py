@@ -26,7 +26,8 @@ IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
 # amazon-cloudwatch (CloudWatch user guide, "Install the Amazon CloudWatch Observability EKS add-on").
 ADDON_SERVICE_ACCOUNTS = {"aws-mountpoint-s3-csi-driver": ("kube-system", "s3-csi-driver-sa"),
                           "amazon-cloudwatch-observability": ("amazon-cloudwatch", "cloudwatch-agent")}
-ROLES = 4  # Karpenter's controller, the Mountpoint driver, the CloudWatch agent, the benchmark runner
+ROLES = 6  # Karpenter's controller, the Mountpoint driver, the CloudWatch agent, the benchmark runner,
+#           the model preparation Jobs, the servers' publishers
 
 
 @functools.lru_cache(maxsize=None)

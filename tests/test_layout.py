@@ -3,8 +3,8 @@
 - components/platform/ and components/pairing/ meet only at the cluster handle: neither imports the
   other; both may import the seam (components/handle.py) and the shared identity and IAM helpers.
 - stackconfig/ (typed config) imports no Pulumi and nothing of components/, offline/ or tools/, so
-  validation runs anywhere; benchmark/ (the pod's code and the operator's report) imports no
-  other part of the project, so the pod can run it alone.
+  validation runs anywhere; benchmark/ (the pod's code and the operator's report) and modelstore/
+  (the model store pods' code) import no other part of the project, so their pods run them alone.
 - tools/ (operator commands) never imports the Pulumi program or its offline engine; the CLI's
   dispatcher (tools/__main__.py) names modules by string, and only `plan` and `plan-all` name
   offline/ (the offline plan runs the program by design).
@@ -19,8 +19,8 @@ import pytest
 
 from stackconfig.source import PROJECT_DIR
 
-PACKAGES = ("components", "stackconfig", "benchmark", "offline", "tools")
-SEAM = {"components", "components.handle", "components.identity", "components.iam"}
+PACKAGES = ("components", "stackconfig", "benchmark", "modelstore", "offline", "tools")
+SEAM = {"components", "components.handle", "components.identity", "components.iam", "components.nodeclass"}
 
 
 def module_name(path: Path) -> str:
@@ -78,7 +78,8 @@ def test_the_wings_meet_only_at_the_handle(wing, other):
 
 @pytest.mark.parametrize("package, forbidden", [
     ("stackconfig", ("components", "offline", "tools", "pulumi")),
-    ("benchmark", ("components", "offline", "tools", "stackconfig", "pulumi")),
+    ("benchmark", ("components", "offline", "tools", "stackconfig", "modelstore", "pulumi")),
+    ("modelstore", ("components", "offline", "tools", "stackconfig", "benchmark", "pulumi")),
     ("tools", ("components", "offline", "pulumi")),
 ])
 def test_lower_parts_do_not_reach_up(package, forbidden):

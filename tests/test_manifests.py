@@ -136,7 +136,7 @@ def test_karpenter_objects_are_checked_against_the_crds(recording):
     kinds = {(o.inputs["apiVersion"], o.inputs["kind"]) for o in recording.kubernetes_objects()}
     assert set(CRD_FILES) <= kinds
     # The strict schema must catch a misspelled field, or the check above proves nothing.
-    pool = copy.deepcopy(recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs)
+    pool = copy.deepcopy(recording.one("kubernetes:karpenter.sh/v1:NodePool", "trn2-nodepool").inputs)
     pool["spec"]["replicaz"] = 1
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(pool, strict_schema("karpenter.sh/v1", "NodePool"))
@@ -146,8 +146,8 @@ def test_every_cel_rule_on_the_objects_is_evaluated_and_can_fail(recording):
     """The rules that apply to what the program sends do run, and each kind of object breaks one
     when it should: a static NodePool limited by CPU (replicas allow only a node limit), an
     EC2NodeClass tagging what Karpenter reserves, an AMI alias of an unknown family."""
-    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs
-    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs
+    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool", "trn2-nodepool").inputs
+    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "trn2-nodeclass").inputs
     assert len(cel_rules(crd_schema("karpenter.sh/v1", "NodePool"), pool)) >= 15
     assert len(cel_rules(crd_schema("karpenter.k8s.aws/v1", "EC2NodeClass"), node_class)) >= 30
     limited = copy.deepcopy(pool)

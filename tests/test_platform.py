@@ -77,7 +77,7 @@ def test_two_pairings_select_only_their_own_nodes():
     selectors = []
     for stack in PAIRINGS[:2]:
         recording = on_platform(stack)
-        pool = recording.one("kubernetes:karpenter.sh/v1:NodePool").inputs["spec"]
+        pool = recording.one("kubernetes:karpenter.sh/v1:NodePool", "trn2-nodepool").inputs["spec"]
         labels = pool["template"]["metadata"]["labels"]
         for deployment in recording.of_type("kubernetes:apps/v1:Deployment"):
             selector = deployment.inputs["spec"]["template"]["spec"]["nodeSelector"]
@@ -89,16 +89,19 @@ def test_two_pairings_select_only_their_own_nodes():
 def test_a_shared_pairing_reads_the_cluster_from_the_platform_outputs():
     platform = recorded("platform").raw_outputs
     recording = on_platform("qwen3-32b-qwen3-1.7b")
-    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs["spec"]
+    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "trn2-nodeclass").inputs["spec"]
     assert node_class["role"] == platform["karpenterNodeRoleName"]
     assert node_class["subnetSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": platform["clusterName"]}}]
     volume = recording.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]
     assert volume["csi"]["volumeAttributes"]["bucketName"] == platform["modelBucket"]
-    (component,) = [r for r in recording.of_type("sdtrn2:iam:WorkloadRole")]
-    role = next(r for r in recording.of_type("aws:iam/role:Role") if r.parent == component.urn)
-    (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
-    assert set(statement["Condition"]["StringEquals"]) == {f"{platform['oidcIssuer']}:sub", f"{platform['oidcIssuer']}:aud"}
-    assert statement["Principal"] == {"Federated": platform["oidcProviderArn"]}
+    # The pairing's own identities (benchmark, model preparation, servers' publishers) trust the platform's issuer.
+    components = recording.of_type("sdtrn2:iam:WorkloadRole")
+    assert len(components) == 3
+    for component in components:
+        role = next(r for r in recording.of_type("aws:iam/role:Role") if r.parent == component.urn)
+        (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+        assert set(statement["Condition"]["StringEquals"]) == {f"{platform['oidcIssuer']}:sub", f"{platform['oidcIssuer']}:aud"}
+        assert statement["Principal"] == {"Federated": platform["oidcProviderArn"]}
     provider = recording.one("pulumi:providers:kubernetes")
     assert provider.inputs["kubeconfig"] == "[secret]"
 
@@ -157,10 +160,11 @@ def test_a_pod_identity_platform_gives_its_pairings_associations(tmp_path):
                             cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     resources = json.loads((tmp_path / "plan" / stack / "resources.json").read_text())
-    (association,) = [r for r in resources if r["type"] == "aws:eks/podIdentityAssociation:PodIdentityAssociation"]
+    associations = [r for r in resources if r["type"] == "aws:eks/podIdentityAssociation:PodIdentityAssociation"]
     spec = load_stack(stack).spec()
-    assert (association["inputs"]["namespace"], association["inputs"]["serviceAccount"]) == (spec.namespace, "llmperf")
-    (account,) = [r for r in resources if r["type"] == "kubernetes:core/v1:ServiceAccount"]
-    assert "eks.amazonaws.com/role-arn" not in account["inputs"]["metadata"].get("annotations", {})
-    (role,) = [r for r in resources if r["type"] == "aws:iam/role:Role"]
-    assert "pods.eks.amazonaws.com" in role["inputs"]["assumeRolePolicy"] and "Federated" not in role["inputs"]["assumeRolePolicy"]
+    assert sorted((a["inputs"]["namespace"], a["inputs"]["serviceAccount"]) for a in associations) == [
+        (spec.namespace, account) for account in ("llmperf", "model-prep", "vllm")]
+    for account in [r for r in resources if r["type"] == "kubernetes:core/v1:ServiceAccount"]:
+        assert "eks.amazonaws.com/role-arn" not in account["inputs"]["metadata"].get("annotations", {})
+    for role in [r for r in resources if r["type"] == "aws:iam/role:Role"]:
+        assert "pods.eks.amazonaws.com" in role["inputs"]["assumeRolePolicy"] and "Federated" not in role["inputs"]["assumeRolePolicy"]

@@ -20,6 +20,8 @@ CLOUD_LEAVES = {
     ("Job", ".spec.template.spec.containers[name=llmperf].env[name=RESULTS_BUCKET].value"): "the bucket name",
     ("CronJob", ".spec.jobTemplate.spec.template.spec.containers[name=llmperf].env[name=RESULTS_BUCKET].value"): "the bucket name",
     ("ServiceAccount", ".metadata.annotations.eks.amazonaws.com/role-arn"): "the IAM role's ARN, known once created",
+    ("Job", ".spec.template.spec.containers[name=prepare].env[name=BUCKET].value"): "the bucket name",
+    ("Deployment", ".spec.template.spec.initContainers[name=publisher].env[name=BUCKET].value"): "the bucket name",
 }
 
 
@@ -55,7 +57,7 @@ def test_every_kubernetes_spec_is_known_but_for_cloud_leaves(stack):
 @pytest.mark.parametrize("stack", [s for s in stack_names() if s != "platform"])
 def test_preview_and_up_agree_on_every_known_value_and_the_job_name(stack):
     preview, up = previewed(stack), recorded(stack)
-    jobs = [r.one("kubernetes:batch/v1:Job").inputs["metadata"]["name"] for r in (preview, up)]
+    jobs = [r.one("kubernetes:batch/v1:Job", "benchmark-run").inputs["metadata"]["name"] for r in (preview, up)]
     assert jobs[0] == jobs[1] != UNKNOWN_PLACEHOLDER
     by_urn = {r.urn: r for r in up.resources}
     for obj in preview.kubernetes_objects():

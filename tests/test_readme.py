@@ -54,3 +54,19 @@ def test_the_configuration_table_documents_every_key_the_parser_accepts():
                               ("benchmark", parse.BENCHMARK_KEYS), ("models", parse.MODEL_KEYS)):
         undocumented = sorted(k for k in keys if not re.search(rf"\b{k}\b", rows[section_key]))
         assert undocumented == [], section_key
+
+
+def test_the_cold_path_table_is_the_programs_estimate():
+    """The README's cold-path figures are stackconfig/timeline.py's, for every pairing stack."""
+    from offline.stacks import load_stack
+    from stackconfig import StackSpec
+    from stackconfig.source import stack_names
+    from stackconfig.timeline import cold_path, describe
+
+    table = section("Models prepared once")
+    rows = {line.split("|")[1].strip().strip("`"): [c.strip() for c in line.split("|")[2:-1]]
+            for line in table.splitlines() if line.startswith("| `")}
+    pairings = {s for s in stack_names() if isinstance(load_stack(s).spec(), StackSpec)}
+    assert set(rows) == pairings
+    for stack in pairings:
+        assert rows[stack] == [describe(step) for step in cold_path(load_stack(stack).spec())], stack

@@ -1,13 +1,19 @@
-"""serve.sh: compile once, publish with plain copies, load thereafter. Runs the real script
-with a stand-in `vllm` that writes NxDI-like artifacts and answers /health on a local port."""
+"""serve.sh: wait for the prepared weights and copy them to the node, load a committed compiled set or
+compile, and never write to the store. Runs the real script with a stand-in `vllm` that writes
+NxDI-like artifacts and answers /health on a local port; the store is a directory laid out as the
+Mountpoint mount shows the bucket (stackconfig/store.py)."""
+import json
 import os
 import socket
 import stat
 import subprocess
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 from components.pairing.serving import SERVE_SCRIPT
+from modelstore import publish
 
 FAKE_VLLM = textwrap.dedent("""\
     #!/usr/bin/env python3
@@ -15,11 +21,12 @@ FAKE_VLLM = textwrap.dedent("""\
     out = pathlib.Path(os.environ["COMPILE_DIR"])
     log = pathlib.Path(os.environ["CALL_LOG"])
     compiled = (out / "model.pt").exists()
-    log.write_text(log.read_text() + ("load" if compiled else "compile") + "\\n" if log.exists() else ("load" if compiled else "compile") + "\\n")
+    weights = pathlib.Path(sys.argv[2]) / "config.json"
+    with log.open("a") as handle:
+        handle.write(("load " + (out / "model.pt").read_text() if compiled else "compile") + " weights=" + weights.read_text() + "\\n")
     if not compiled:
         (out / "weights").mkdir(parents=True, exist_ok=True)
         (out / "model.pt").write_text("graph")
-        (out / "neuron_config.json").write_text("{}")
         (out / "weights" / "tp0_sharded_checkpoint.safetensors").write_text("w")
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
@@ -27,9 +34,12 @@ FAKE_VLLM = textwrap.dedent("""\
         def log_message(self, *args):
             pass
     server = http.server.HTTPServer(("127.0.0.1", int(os.environ["VLLM_PORT"])), Health)
-    threading.Timer(1.5, server.shutdown).start()
+    threading.Timer(0.6, server.shutdown).start()
     server.serve_forever()
 """)
+ARTIFACT = "compiled/qwen-qwen3-32b/v1"
+WEIGHTS = "weights/qwen-qwen3-32b/main/hub"
+DRAFT = "weights/qwen-qwen3-1-7b/main/hub"
 
 
 def free_port():
@@ -38,8 +48,16 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_script(tmp_path: Path, store: Path, cache: Path):
-    bin_dir = tmp_path / "bin"
+def prepared(store: Path, prefix: str = WEIGHTS, config: str = "target") -> None:
+    files = store / prefix / "files"
+    files.mkdir(parents=True, exist_ok=True)
+    (files / "config.json").write_text(config)
+    (files / "model.safetensors").write_text("weights")
+    (store / prefix / ".complete").write_text("{}")
+
+
+def run_script(tmp_path: Path, store: Path, cache: Path, bin_dir: Path | None = None, draft: bool = False):
+    bin_dir = bin_dir or tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "vllm"
     fake.write_text(FAKE_VLLM)
@@ -47,37 +65,141 @@ def run_script(tmp_path: Path, store: Path, cache: Path):
     env = {
         **os.environ,
         "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "ARTIFACT_DIR": str(store / "compiled" / "v1"),
-        "COMPILE_DIR": str(cache / "compiled" / "v1"),
+        "ARTIFACT_DIR": str(store / ARTIFACT),
+        "STAGING_DIR": str(store / "staging" / ARTIFACT),
+        "COMPILE_DIR": str(cache / ARTIFACT),
+        "WEIGHTS_STORE": str(store / WEIGHTS),
+        "WEIGHTS_DIR": str(cache / WEIGHTS),
         "VLLM_PORT": str(free_port()),
-        "HEALTH_POLL_SECONDS": "0.2",
+        "HEALTH_POLL_SECONDS": "0.1",
+        "POLL_SECONDS": "0.1",
         "CALL_LOG": str(tmp_path / "calls.log"),
     }
-    return subprocess.run(["bash", str(SERVE_SCRIPT), "serve", "model"], env=env, capture_output=True, text=True, timeout=60)
+    if draft:
+        env |= {"DRAFT_WEIGHTS_STORE": str(store / DRAFT), "DRAFT_WEIGHTS_DIR": str(cache / DRAFT)}
+    return subprocess.run(["bash", str(SERVE_SCRIPT), "serve", str(cache / WEIGHTS)], env=env, capture_output=True, text=True,
+                          timeout=60)
 
 
-def test_first_start_compiles_and_publishes_then_later_starts_load(tmp_path):
+def tree(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): p.read_text() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def calls(tmp_path: Path) -> list[str]:
+    return (tmp_path / "calls.log").read_text().splitlines()
+
+
+def test_a_first_start_copies_the_weights_compiles_and_writes_nothing_to_the_store(tmp_path):
     store, cache = tmp_path / "store", tmp_path / "node-cache"
-    first = run_script(tmp_path, store, cache)
-    assert first.returncode == 0, first.stderr
-    published = store / "compiled" / "v1"
-    assert (published / ".complete").exists()
-    assert (published / "weights" / "tp0_sharded_checkpoint.safetensors").read_text() == "w"
-
-    # A new node: empty cache, artifacts come from the store and nothing is compiled.
-    second = run_script(tmp_path, store, tmp_path / "fresh-node-cache")
-    assert second.returncode == 0, second.stderr
-    assert (tmp_path / "fresh-node-cache" / "compiled" / "v1" / "model.pt").read_text() == "graph"
-    assert (tmp_path / "calls.log").read_text().split() == ["compile", "load"]
-    assert "loading compiled artifacts" in second.stdout
-
-
-def test_a_half_published_compile_is_redone(tmp_path):
-    store, cache = tmp_path / "store", tmp_path / "node-cache"
-    partial = store / "compiled" / "v1"
-    partial.mkdir(parents=True)
-    (partial / "model.pt").write_text("truncated")
+    prepared(store)
+    before = tree(store)
     result = run_script(tmp_path, store, cache)
     assert result.returncode == 0, result.stderr
-    assert (partial / "model.pt").read_text() == "graph" and (partial / ".complete").exists()
-    assert (tmp_path / "calls.log").read_text().split() == ["compile"]
+    assert tree(store) == before
+    assert calls(tmp_path) == ["compile weights=target"]
+    assert (cache / ARTIFACT / ".complete").exists() and not (cache / ARTIFACT / ".restored").exists()
+    assert (cache / WEIGHTS / "model.safetensors").read_text() == "weights"
+    assert "copied 13 bytes from" in result.stdout  # "target" + "weights" and "MiB/s" in result.stdout
+
+
+def committed(store: Path, *, in_place: bool) -> None:
+    """A set committed by writer pod-a: copied in place (complete.json), or still in staging."""
+    staged = store / "staging" / ARTIFACT / "pod-a" / "files"
+    staged.mkdir(parents=True)
+    (staged / "model.pt").write_text("graph-a")
+    (store / ARTIFACT).mkdir(parents=True)
+    (store / ARTIFACT / "commit.json").write_text(json.dumps({"set": "pod-a"}))
+    if in_place:
+        (store / ARTIFACT / "files").mkdir()
+        (store / ARTIFACT / "files" / "model.pt").write_text("graph-a in place")
+        (store / ARTIFACT / "complete.json").write_text("{}")
+
+
+def test_a_committed_set_in_place_is_loaded(tmp_path):
+    store, cache = tmp_path / "store", tmp_path / "node-cache"
+    prepared(store)
+    committed(store, in_place=True)
+    result = run_script(tmp_path, store, cache)
+    assert result.returncode == 0, result.stderr
+    assert calls(tmp_path) == ["load graph-a in place weights=target"]
+    assert (cache / ARTIFACT / ".restored").exists()
+
+
+def test_a_commit_whose_copy_is_not_finished_is_loaded_from_its_staging_set(tmp_path):
+    store, cache = tmp_path / "store", tmp_path / "node-cache"
+    prepared(store)
+    committed(store, in_place=False)
+    # An uncommitted set beside it is never read.
+    (store / "staging" / ARTIFACT / "pod-b" / "files").mkdir(parents=True)
+    (store / "staging" / ARTIFACT / "pod-b" / "files" / "model.pt").write_text("graph-b")
+    result = run_script(tmp_path, store, cache)
+    assert result.returncode == 0, result.stderr
+    assert calls(tmp_path) == ["load graph-a weights=target"]
+
+
+def test_a_commit_naming_an_expired_set_compiles_again(tmp_path):
+    store, cache = tmp_path / "store", tmp_path / "node-cache"
+    prepared(store)
+    (store / ARTIFACT).mkdir(parents=True)
+    (store / ARTIFACT / "commit.json").write_text(json.dumps({"set": "gone"}))
+    result = run_script(tmp_path, store, cache)
+    assert result.returncode == 0, result.stderr
+    assert calls(tmp_path) == ["compile weights=target"] and "names set gone, which is gone" in result.stderr
+
+
+def test_the_server_waits_for_its_models_to_be_prepared(tmp_path):
+    store, cache = tmp_path / "store", tmp_path / "node-cache"
+    prepared(store)
+    timer = threading.Timer(0.5, prepared, args=(store, DRAFT, "draft"))
+    timer.start()
+    started = time.monotonic()
+    result = run_script(tmp_path, store, cache, draft=True)
+    timer.join()
+    assert result.returncode == 0, result.stderr
+    assert time.monotonic() - started >= 0.5
+    assert "waiting for the model's preparation Job" in result.stdout
+    assert (cache / DRAFT / "config.json").read_text() == "draft"
+
+
+def test_a_node_that_holds_a_complete_set_loads_it_without_copying(tmp_path):
+    store, cache = tmp_path / "store", tmp_path / "node-cache"
+    prepared(store)
+    assert run_script(tmp_path, store, cache).returncode == 0
+    second = run_script(tmp_path, store, cache)
+    assert second.returncode == 0, second.stderr
+    assert calls(tmp_path) == ["compile weights=target", "load graph weights=target"]
+    assert "already on this node" in second.stdout and "copied" not in second.stdout
+
+
+def test_a_failed_removal_stops_the_script_before_the_server_starts(tmp_path):
+    """`rm -rf x && mkdir -p x` under set -e goes on after a failed rm; serve.sh's steps do not."""
+    store, cache = tmp_path / "store", tmp_path / "node-cache"
+    prepared(store)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    failing_rm = bin_dir / "rm"
+    failing_rm.write_text("#!/bin/sh\necho 'rm: cannot remove: Device or resource busy' >&2\nexit 1\n")
+    failing_rm.chmod(0o755)
+    result = run_script(tmp_path, store, cache, bin_dir=bin_dir)
+    assert result.returncode != 0 and "cannot remove" in result.stderr
+    assert not (tmp_path / "calls.log").exists()
+
+
+def test_what_a_writer_publishes_is_what_the_next_server_loads(tmp_path, models_bucket):
+    """The publisher through the S3 API, the reader through the store as the mount shows it."""
+    s3 = models_bucket
+    for name in ("a", "b"):
+        directory = tmp_path / f"compile-{name}"
+        directory.mkdir()
+        (directory / "model.pt").write_text(f"graph-{name}")
+        (directory / publish.LOCAL_COMPLETE).touch()
+        publish.publish_once(s3, "models", ARTIFACT, directory, f"pod-{name}")
+    store = tmp_path / "store"
+    for item in s3.list_objects_v2(Bucket="models")["Contents"]:
+        path = store / item["Key"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(s3.get_object(Bucket="models", Key=item["Key"])["Body"].read())
+    prepared(store)
+    result = run_script(tmp_path, store, tmp_path / "node-cache")
+    assert result.returncode == 0, result.stderr
+    assert calls(tmp_path) == ["load graph-a weights=target"]

@@ -2,6 +2,7 @@
 import json
 
 from offline.stacks import load_stack, run_stack
+from stackconfig.server import local_copy
 
 from .helpers import assert_least_privilege, role_documents, trust_condition
 from .test_stacks import EXPECTED
@@ -33,6 +34,7 @@ LEGACY_ONLY_ENV = {"VLLM_NEURON_FRAMEWORK", "VLLM_USE_V1", "NEURON_COMPILED_ARTI
 
 def test_vllm_arguments_match_the_stack_table(recording, spec, stack):
     target, draft, _, tp, seqs, max_len, tokens, _, engine = EXPECTED[stack]
+    assert spec.serving.target == target
     checked = 0
     for name, deployment in deployments(recording).items():
         variant = spec.variant(name)
@@ -41,12 +43,13 @@ def test_vllm_arguments_match_the_stack_table(recording, spec, stack):
         assert (flag(args, "--tensor-parallel-size"), flag(args, "--max-num-seqs"), flag(args, "--max-model-len")) == (str(tp), str(seqs), str(max_len))
         assert flag(args, "--served-model-name") == variant.target
         speculative = json.loads(flag(args, "--speculative-config")) if variant.is_speculative else None
+        # What vLLM loads is the prepared copy on the node, never a hub id.
+        assert args[1] == local_copy(variant.prepared_target) and variant.prepared_target.model == variant.target
         if variant.is_speculative:
-            assert speculative["model"] == draft and speculative["num_speculative_tokens"] == tokens
+            assert speculative["model"] == local_copy(variant.prepared_draft) and variant.prepared_draft.model == draft
+            assert speculative["num_speculative_tokens"] == tokens
         else:
             assert "--speculative-config" not in args
-            if not variant.weights_path:
-                assert args[1] == target
         if engine == "nxdi-legacy":
             neuron = json.loads(flag(args, "--override-neuron-config"))
             assert neuron["save_sharded_checkpoint"] is True and "--additional-config" not in args
@@ -91,16 +94,24 @@ def test_engine_environment_and_artifact_paths(recording, spec):
     assert len(paths) == len(spec.variants)
 
 
-def test_fp8_variant_reads_prepared_weights():
-    spec = load_stack("llama3.1-405b-llama3.2-1b").spec()
+def test_every_server_reads_prepared_weights_offline(recording, spec):
+    for name, deployment in deployments(recording).items():
+        variant = spec.variant(name)
+        env = {e["name"]: e.get("value") for e in container(deployment)["env"]}
+        assert env["WEIGHTS_STORE"] == f"/var/mdl/{variant.prepared_target.prefix.rstrip('/')}"
+        assert container(deployment)["args"][1] == env["WEIGHTS_DIR"] == local_copy(variant.prepared_target)
+        assert env["HF_HUB_OFFLINE"] == env["TRANSFORMERS_OFFLINE"] == "1"
+        assert ("DRAFT_WEIGHTS_STORE" in env) == variant.is_speculative
+        assert env["STAGING_DIR"] == f"/var/mdl/staging/{variant.artifact_path}"
+
+
+def test_fp8_variants_read_the_weights_rescaled_for_neuron():
     recording = run_stack(load_stack("llama3.1-405b-llama3.2-1b"))
-    sd = container(deployments(recording)["sd-fp8"])
-    env = {e["name"]: e.get("value") for e in sd["env"]}
-    assert env["WEIGHTS_STORE"] == f"/var/mdl/{spec.variant('sd-fp8').weights_path}"
-    assert sd["args"][1] == env["WEIGHTS_DIR"]
-    assert env["XLA_HANDLE_SPECIAL_SCALAR"] == env["UNSAFE_FP8FNCAST"] == "1"
-    base = {e["name"] for e in container(deployments(recording)["base-bf16"])["env"]}
-    assert "WEIGHTS_STORE" not in base and "UNSAFE_FP8FNCAST" not in base
+    sd = {e["name"]: e.get("value") for e in container(deployments(recording)["sd-fp8"])["env"]}
+    base = {e["name"]: e.get("value") for e in container(deployments(recording)["base-bf16"])["env"]}
+    assert sd["WEIGHTS_STORE"] == "/var/mdl/weights/llama-3-1-405b-instruct-fp8/main/neuron-fp8"
+    assert sd["XLA_HANDLE_SPECIAL_SCALAR"] == sd["UNSAFE_FP8FNCAST"] == "1"
+    assert base["WEIGHTS_STORE"] == "/var/mdl/weights/llama-3-1-405b-instruct/main/hub" and "UNSAFE_FP8FNCAST" not in base
 
 
 def test_claims_tolerations_probes_and_shm(recording, spec):
@@ -136,8 +147,12 @@ def test_variants_fit_the_nodes_they_share(recording, spec):
     for deployment in deployments(recording).values():
         requests = container(deployment)["resources"]["requests"]
         assert requests["memory"].endswith("Mi") and container(deployment)["resources"]["limits"]["memory"] == requests["memory"]
+        (publisher,) = deployment.inputs["spec"]["template"]["spec"]["initContainers"]
+        sidecar = publisher["resources"]["requests"]
         devices = spec.variant(deployment.inputs["metadata"]["labels"]["sd-trn2/variant"]).devices
-        per_device.append((int(requests["cpu"]) * 1000 / devices, int(requests["memory"][:-2]) / devices))
+        # The pod's requests: the server's and its publisher's.
+        per_device.append(((int(requests["cpu"]) * 1000 + int(sidecar["cpu"][:-1])) / devices,
+                           (int(requests["memory"][:-2]) + int(sidecar["memory"][:-2])) / devices))
     # Any node of the packing holds at most neuron_devices devices, so a node fits if a device's share does.
     assert max(cpu for cpu, _ in per_device) * shape.neuron_devices <= shape.allocatable_cpu_millicores - DAEMONSET_CPU_MILLICORES
     assert max(mib for _, mib in per_device) * shape.neuron_devices <= shape.allocatable_memory_mib - DAEMONSET_MEMORY_MIB
@@ -171,8 +186,9 @@ def test_csi_driver_role_is_scoped_to_the_bucket(recording):
     bucket_arn = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
     resources = {json.dumps(s["Resource"]) for s in policy["Statement"]}
     assert resources == {json.dumps(bucket_arn), json.dumps(f"{bucket_arn}/*")}
+    # The volumes are read-only: every write goes through the S3 API under the writer's own role.
     actions = sorted(a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
-    assert actions == ["s3:AbortMultipartUpload", "s3:DeleteObject", "s3:GetObject", "s3:ListBucket", "s3:PutObject"]
+    assert actions == ["s3:GetObject", "s3:ListBucket"]
     (addon,) = [a for a in recording.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "aws-mountpoint-s3-csi-driver"]
     assert addon.inputs["addonVersion"].startswith("v")
     role = recording.one("aws:iam/role:Role", "model-store-csi")
@@ -182,7 +198,7 @@ def test_csi_driver_role_is_scoped_to_the_bucket(recording):
 def test_mountpoint_gets_region_and_throughput_it_cannot_detect(recording, spec):
     """Mountpoint v2 pods cannot reach IMDS at the nodes' hop limit of 1, so without these
     options the region is guessed and throughput falls back to 10 Gbps (docs/facts.md, "Mountpoint for Amazon S3 CSI driver")."""
-    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass").inputs["spec"]
+    node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "trn2-nodeclass").inputs["spec"]
     assert node_class["metadataOptions"]["httpPutResponseHopLimit"] == 1
     options = recording.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]["mountOptions"]
     assert f"region {spec.region}" in options
@@ -196,26 +212,40 @@ def test_static_volume_and_claim(recording, spec):
     pv = recording.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]
     assert pv["csi"]["driver"] == "s3.csi.aws.com" and pv["csi"]["volumeAttributes"]["bucketName"] == bucket
     assert bucket in pv["csi"]["volumeHandle"]
-    assert {f"region {spec.region}", "allow-delete", "allow-overwrite"} <= set(pv["mountOptions"])
-    assert pv["storageClassName"] == "" and pv["accessModes"] == ["ReadWriteMany"]
+    assert f"region {spec.region}" in pv["mountOptions"] and not {"allow-delete", "allow-overwrite"} & set(pv["mountOptions"])
+    # ReadOnlyMany: the driver mounts with --read-only; the servers mount it read-only too.
+    assert pv["storageClassName"] == "" and pv["accessModes"] == ["ReadOnlyMany"]
     pvc = recording.one("kubernetes:core/v1:PersistentVolumeClaim").inputs
     assert pvc["spec"]["volumeName"] == recording.one("kubernetes:core/v1:PersistentVolume").inputs["metadata"]["name"]
+    assert pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
+    for deployment in deployments(recording).values():
+        (mount,) = [m for m in container(deployment)["volumeMounts"] if m["name"] == "model-store"]
+        assert mount["readOnly"] is True
 
 
 def test_token_secret_only_where_needed_and_referenced_not_inlined(recording, spec):
+    """Only the pods that download a gated model get the token: its preparation Job, and the
+    benchmark (LLMPerf's tokenizer). Never the servers, which never reach the hub."""
     secrets = recording.of_type("kubernetes:core/v1:Secret")
+    for deployment in deployments(recording).values():
+        pod = deployment.inputs["spec"]["template"]["spec"]
+        assert not [e for c in pod["containers"] + pod["initContainers"] for e in c.get("env", []) if e["name"] == "HF_TOKEN"]
     if not spec.requires_hugging_face_token:
         assert secrets == []
         return
     (secret,) = secrets
     assert secret.inputs["stringData"] == {"token": "[secret]"}
-    for deployment in deployments(recording).values():
-        (token,) = [e for e in container(deployment)["env"] if e["name"] == "HF_TOKEN"]
-        assert token["valueFrom"]["secretKeyRef"]["name"] == secret.inputs["metadata"]["name"]
+    gated = {m.job_name for m in spec.prepared_models if m.info.gated}
+    for job in recording.of_type("kubernetes:batch/v1:Job"):
+        name = job.inputs["metadata"]["name"]
+        if not name.startswith("prepare-"):
+            continue
+        tokens = [e for e in job.inputs["spec"]["template"]["spec"]["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
+        assert [t["valueFrom"]["secretKeyRef"]["name"] for t in tokens] == ([secret.inputs["metadata"]["name"]] if name in gated else [])
 
 
 def test_servers_are_deleted_before_capacity_and_storage(recording):
-    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool")
+    pool = recording.one("kubernetes:karpenter.sh/v1:NodePool", "trn2-nodepool")
     pvc = recording.one("kubernetes:core/v1:PersistentVolumeClaim")
     templates = recording.of_type("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate")
     for deployment in recording.of_type("kubernetes:apps/v1:Deployment"):

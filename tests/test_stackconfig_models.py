@@ -18,7 +18,7 @@ def test_a_declared_model_is_served_with_the_facts_given():
              "layers": 40, "bf16Modules": ["lm_head", "layers.0.self_attn"]}
     # One 4096-token bucket: FP8 kernels must not meet buckets of 1024 or less (stackconfig/semantics.py).
     values = with_edits(SMALL, {"models": {"example/Big-FP8": model}, "variants.0.target": "example/Big-FP8",
-                                "variants.0.quantization": "fp8", "variants.0.weightsPath": "fp8/big", "huggingFaceToken": "hf_x",
+                                "variants.0.quantization": "fp8", "huggingFaceToken": "hf_x",
                                 "serving.maxModelLen": 4096, "serving.neuronConfig": {"enable_bucketing": False}})
     base = parse(values).variant("base")
     assert base.target_info == ModelInfo("qwen3.5_x-y", gated=True, params_billion=2000, checkpoint_dtype="fp8", kind="model",
@@ -96,7 +96,7 @@ def test_a_declared_model_with_bad_facts_still_takes_part_in_the_checks():
     draft = {"tokenizerFamily": "Qwen 3", "gated": False, "paramsBillion": 1}
     target = {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 30, "checkpointDtype": "int4"}
     values = with_edits(SMALL, {"models": {"example/Draft": draft, "example/Target": target}, "variants.1.draft": "example/Draft",
-                                "variants.1.target": "example/Target", "variants.1.quantization": "fp8", "variants.1.weightsPath": "w"})
+                                "variants.1.target": "example/Target", "variants.1.quantization": "fp8"})
     assert problem_list(values) == [
         ("models.example/Draft.tokenizerFamily", "'Qwen 3' is not valid: e.g. llama3"),
         ("models.example/Target.checkpointDtype", "'int4' is not one of bf16, fp8"),

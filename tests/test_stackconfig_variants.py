@@ -17,7 +17,7 @@ from .stackconfig_helpers import (
 )
 
 FIELDS = ("role", "target", "engine", "baseline", "draft", "num_speculative_tokens", "draft_max_model_len", "speculation_method",
-          "quantization", "weights_path", "neuron_config_extra")
+          "quantization", "target_revision", "draft_revision", "neuron_config_extra")
 
 
 def fields(variant) -> dict:
@@ -30,7 +30,7 @@ def test_a_baseline_and_a_plain_draft_on_the_legacy_engine():
     base, sd = spec.variants
     assert fields(base) == {"role": "baseline", "target": "Qwen/Qwen3-32B", "engine": "nxdi-legacy", "baseline": None, "draft": None,
                             "num_speculative_tokens": None, "draft_max_model_len": None, "speculation_method": None,
-                            "quantization": "none", "weights_path": None, "neuron_config_extra": {}}
+                            "quantization": "none", "target_revision": "main", "draft_revision": "main", "neuron_config_extra": {}}
     assert fields(sd) == {**fields(base), "role": "sd", "baseline": "base", "draft": "Qwen/Qwen3-1.7B", "num_speculative_tokens": 7,
                           "draft_max_model_len": 1024, "speculation_method": "draft_model"}
     assert (base.target_info, base.draft_info) == (MODELS["Qwen/Qwen3-32B"], None)
@@ -42,7 +42,7 @@ def test_an_eagle3_head_on_the_plugin():
     sd = parse(PLUGIN).variant("sd")
     assert fields(sd) == {"role": "sd", "target": "meta-llama/Llama-3.1-8B-Instruct", "engine": "vllm-neuron", "baseline": "base",
                           "draft": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", "num_speculative_tokens": 3, "draft_max_model_len": 1024,
-                          "speculation_method": "eagle3", "quantization": "none", "weights_path": None, "neuron_config_extra": {}}
+                          "speculation_method": "eagle3", "quantization": "none", "target_revision": "main", "draft_revision": "main", "neuron_config_extra": {}}
 
 
 DFLASH_HEAD = {"example/Llama-3.1-8B-Instruct-dflash": {
@@ -55,20 +55,21 @@ def test_every_variant_setting_lands_in_the_variant():
                                 "serving.neuronConfig": {"enable_bucketing": False}, "variants": [
         {"name": "base-bf16", "role": "baseline", "target": "meta-llama/Llama-3.1-405B-Instruct", "engine": "nxdi-legacy"},
         {"name": "fp8", "role": "baseline", "target": "meta-llama/Llama-3.1-405B-Instruct-FP8", "quantization": "fp8",
-         "weightsPath": "weights/405b-fp8", "baseline": "base-bf16", "neuronConfig": {"fused_qkv": True}},
+         "baseline": "base-bf16", "neuronConfig": {"fused_qkv": True}},
         {"name": "sd-fp8", "role": "sd", "target": "meta-llama/Llama-3.1-405B-Instruct-FP8", "quantization": "fp8",
-         "weightsPath": "weights/405b-fp8", "baseline": "fp8", "draft": "meta-llama/Llama-3.2-1B-Instruct",
+         "baseline": "fp8", "draft": "meta-llama/Llama-3.2-1B-Instruct",
          "numSpeculativeTokens": 15, "draftMaxModelLen": 128, "speculationMethod": "draft_model"},
     ]})
     spec = parse(values)
     assert fields(spec.variant("fp8")) == {
         "role": "baseline", "target": "meta-llama/Llama-3.1-405B-Instruct-FP8", "engine": "nxdi-legacy", "baseline": "base-bf16",
         "draft": None, "num_speculative_tokens": None, "draft_max_model_len": None, "speculation_method": None,
-        "quantization": "fp8", "weights_path": "weights/405b-fp8", "neuron_config_extra": {"fused_qkv": True}}
+        "quantization": "fp8", "target_revision": "main", "draft_revision": "main", "neuron_config_extra": {"fused_qkv": True}}
     assert fields(spec.variant("sd-fp8")) == {
         "role": "sd", "target": "meta-llama/Llama-3.1-405B-Instruct-FP8", "engine": "nxdi-legacy", "baseline": "fp8",
         "draft": "meta-llama/Llama-3.2-1B-Instruct", "num_speculative_tokens": 15, "draft_max_model_len": 128,
-        "speculation_method": "draft_model", "quantization": "fp8", "weights_path": "weights/405b-fp8", "neuron_config_extra": {}}
+        "speculation_method": "draft_model", "quantization": "fp8", "target_revision": "main", "draft_revision": "main",
+        "neuron_config_extra": {}}
     assert spec.variant("base-bf16").baseline is None
     assert spec.variant("sd-fp8").draft_info == MODELS["meta-llama/Llama-3.2-1B-Instruct"]
 
@@ -202,18 +203,15 @@ NO_PAIR = ("variants", "needs at least one baseline and one sd variant to compar
         ("variants[1].speculationMethod", "'eagle' does not fit Qwen/Qwen3-1.7B, which is a full model; use 'draft_model' or omit the key")]),
     (SMALL, {"variants.1.quantization": "int4"}, [("variants[1].quantization", "'int4' is not one of none, fp8")]),
     (SMALL, {"variants.1.quantization": "fp8"}, [
-        ("variants[1].quantization", "fp8 needs an FP8 checkpoint as target; Qwen/Qwen3-32B is bf16"),
-        ("variants[1].weightsPath", "is required with fp8: Neuron needs the FP8 weights rescaled first (README, 'Preparing FP8 weights')")]),
+        ("variants[1].quantization", "fp8 needs an FP8 checkpoint as target; Qwen/Qwen3-32B is bf16")]),
     (PLUGIN, {"variants.1.quantization": "fp8"}, [
         ("variants[1].quantization", "fp8 needs an FP8 checkpoint as target; meta-llama/Llama-3.1-8B-Instruct is bf16"),
-        ("variants[1].weightsPath", "is required with fp8: Neuron needs the FP8 weights rescaled first (README, 'Preparing FP8 weights')"),
         ("variants[1].quantization", "fp8 with rescaled weights is an NxD Inference path: use engine nxdi-legacy")]),
     (SMALL, {"variants.0.target": "meta-llama/Llama-3.1-405B-Instruct-FP8", "huggingFaceToken": "hf_x"},
      [("variants[0].quantization", "meta-llama/Llama-3.1-405B-Instruct-FP8 is an FP8 checkpoint; set quantization: fp8")]),
-    (SMALL, {"variants.0.weightsPath": "/abs"},
-     [("variants[0].weightsPath", "'/abs' is not valid: a bucket-relative folder without '..' or a leading '/'")]),
-    (SMALL, {"variants.0.weightsPath": "a/../b"},
-     [("variants[0].weightsPath", "'a/../b' is not valid: a bucket-relative folder without '..' or a leading '/'")]),
+    (SMALL, {"variants.0.weightsPath": "weights/x"},
+     [("variants[0].weightsPath", "is no longer needed: the program prepares every model in the store itself, FP8 rescaled "
+                                  "for Neuron included (README, 'Models prepared once'); remove it")]),
     (SMALL, {"variants.1.target": "RedHatAI/Qwen3-32B-speculator.eagle3"},
      [("variants[1].target", "RedHatAI/Qwen3-32B-speculator.eagle3 is an EAGLE3 head, not a model that can be served")]),
     (SMALL, {"variants.1.baseline": "sd"}, [("variants[1].baseline", "'sd' is not another baseline variant; baselines: base")]),
@@ -280,7 +278,7 @@ def test_dflash_runs_at_tensor_parallel_4_or_8(devices, lnc):
                                                               "(serving.devicesPerVariant, serving.logicalNeuronCores)")]),
     ({"serving.devicesPerVariant": 2, "serving.logicalNeuronCores": 1}, [
         ("variants[1].draft", "DFlash runs at TP 4 or 8; this stack's TP is 16 (serving.devicesPerVariant, serving.logicalNeuronCores)")]),
-    ({"variants.1.quantization": "fp8", "variants.1.weightsPath": "w"}, [
+    ({"variants.1.quantization": "fp8"}, [
         ("variants[1].quantization", "DFlash is validated with BF16 target, draft and KV cache only"),
         ("variants[1].quantization", "fp8 needs an FP8 checkpoint as target; meta-llama/Llama-3.1-8B-Instruct is bf16"),
         ("variants[1].quantization", "fp8 with rescaled weights is an NxD Inference path: use engine nxdi-legacy")]),

@@ -65,7 +65,8 @@ def test_stack_files_name_their_region_and_say_why(stack):
 def test_405b_separates_the_fp8_gain_from_the_sd_gain():
     spec = load_stack("llama3.1-405b-llama3.2-1b").spec()
     bf16, fp8, sd = spec.variant("base-bf16"), spec.variant("fp8"), spec.variant("sd-fp8")
-    assert (bf16.quantization, bf16.weights_path, bf16.baseline) == ("none", None, None)
+    assert (bf16.quantization, bf16.prepared_target.form, bf16.baseline) == ("none", "hub", None)
+    assert fp8.prepared_target == sd.prepared_target and fp8.prepared_target.form == "neuron-fp8"
     assert (fp8.role, fp8.quantization, fp8.baseline, fp8.draft) == ("baseline", "fp8", "base-bf16", None)
     assert (sd.role, sd.quantization, sd.baseline) == ("sd", "fp8", "fp8") and sd.target == fp8.target
     for variant in (fp8, sd):

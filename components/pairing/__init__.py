@@ -1,5 +1,6 @@
 """Wiring of a pairing on a cluster: its namespace, trn2 capacity, claim templates, volume onto
-the model store, model access, vLLM servers and benchmark. Creates components only; every
+the model store, model access and preparation, vLLM servers and their publishers' identity, and
+benchmark. Creates components only; every
 cluster-scoped name comes from the stack (StackSpec), so pairings on one platform never collide."""
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from .benchmark_access import BenchmarkAccess, BenchmarkAccessArgs
 from .claim_templates import ClaimTemplates, ClaimTemplatesArgs
 from .dashboard import Dashboard, DashboardArgs
 from .model_access import ModelAccess, ModelAccessArgs
+from .model_preparation import ModelPreparation, ModelPreparationArgs
 from .model_volume import ModelVolume, ModelVolumeArgs
+from .server_access import ServerAccess, ServerAccessArgs
 from .serving import Serving, ServingArgs
 from .trn2_nodes import Trn2Nodes, Trn2NodesArgs
 from .workspace import Workspace, WorkspaceArgs
@@ -62,6 +65,16 @@ def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[
     ))
     model_access = None if token is None else ModelAccess("model-access", ModelAccessArgs(
         token=token, cluster=cluster, namespace=workspace.namespace))
+    preparation = ModelPreparation("model-preparation", ModelPreparationArgs(
+        spec=spec,
+        cluster=cluster,
+        namespace=workspace.namespace,
+        token_secret=model_access.secret_name if model_access else None,
+        tags=tags,
+        depends_on=[model_access.secret] if model_access else [],
+    ), opts=with_aws)
+    server_access = ServerAccess("server-access", ServerAccessArgs(
+        spec=spec, cluster=cluster, namespace=workspace.namespace, tags=tags), opts=with_aws)
     serving = Serving("serving", ServingArgs(
         spec=spec,
         cluster=cluster,
@@ -69,8 +82,8 @@ def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[
         node_labels=trn2.node_labels,
         claim_templates=claims.names,
         model_store_claim=volume.claim_name,
-        token_secret=model_access.secret_name if model_access else None,
-        depends_on=[trn2.node_pool, *claims.templates, volume.claim, *([model_access.secret] if model_access else [])],
+        code_config_map=preparation.code_config_map.metadata.name,
+        depends_on=[trn2.node_pool, *claims.templates, volume.claim, preparation.code_config_map, *server_access.grants],
     ))
     access = BenchmarkAccess("benchmark-access", BenchmarkAccessArgs(
         spec=spec, cluster=cluster, namespace=workspace.namespace, tags=tags), opts=with_aws)

@@ -13,6 +13,7 @@ import pulumi_kubernetes as k8s
 from benchmark.pod import CODE_MOUNT, RUN_CONFIG, code_items, pod_code, setup_script
 from stackconfig import StackSpec
 from stackconfig.semantics import serves_greedily
+from stackconfig.store import COMMIT_FILE
 
 from ..handle import ClusterHandle
 from .benchmark_access import SERVICE_ACCOUNT
@@ -36,7 +37,9 @@ def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
             "draftParamsBillion": v.draft_info.params_billion if v.draft_info else None,
             # How the server decodes the benchmark's requests, so the report can flag a speedup
             # between unlike decoding (stackconfig/semantics.py).
-            "decoding": "greedy" if serves_greedily(v, spec.benchmark.sampling_params) else "sampled"}
+            "decoding": "greedy" if serves_greedily(v, spec.benchmark.sampling_params) else "sampled",
+            # Measured only once its compiled set is committed (benchmark/driver.py not_ready).
+            "commitKey": f"{v.artifact_path}/{COMMIT_FILE}"}
 
 
 def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:

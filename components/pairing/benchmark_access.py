@@ -9,10 +9,11 @@ import pulumi_kubernetes as k8s
 
 from benchmark.pod import TOKENIZER_CACHE_PREFIX
 from stackconfig import StackSpec
+from stackconfig.store import COMMIT_FILE
 
 from ..handle import ClusterHandle
 from ..iam import policy_document
-from ..identity import WorkloadRole, WorkloadRoleArgs
+from .workload_account import workload_account
 
 SERVICE_ACCOUNT = "llmperf"
 PLACEMENT_ROLE = "llmperf-placement"
@@ -24,7 +25,7 @@ def benchmark_parent() -> str:
     return pulumi.create_urn("benchmark", "sdtrn2:benchmark:Benchmark")
 
 
-def runner_policy(namespace: str, bucket_arn: str, prefix: str) -> dict:
+def runner_policy(namespace: str, bucket_arn: str, prefix: str, commit_keys: list[str]) -> dict:
     return policy_document([
         {"Sid": "PublishBenchmarkMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
          # PutMetricData has no resource ARN; the namespace condition is its scope.
@@ -38,8 +39,9 @@ def runner_policy(namespace: str, bucket_arn: str, prefix: str) -> dict:
         # LLMPerf's tokenizer, downloaded once and restored from here (benchmark/podsetup.py).
         {"Sid": "TokenizerCache", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
          "Resource": f"{bucket_arn}/{TOKENIZER_CACHE_PREFIX}*"},
-        {"Sid": "ListTokenizerCache", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
-         "Condition": {"StringLike": {"s3:prefix": [f"{TOKENIZER_CACHE_PREFIX}*"]}}},
+        # The tokenizer cache, and whether each variant's compiled set is committed (benchmark/driver.py listed).
+        {"Sid": "ListTokenizerCacheAndCommits", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
+         "Condition": {"StringLike": {"s3:prefix": [f"{TOKENIZER_CACHE_PREFIX}*", *commit_keys]}}},
     ])
 
 
@@ -69,20 +71,15 @@ class BenchmarkAccess(pulumi.ComponentResource):
         super().__init__("sdtrn2:benchmark:BenchmarkAccess", name, None, opts)
         spec, cluster = args.spec, args.cluster
         moved = pulumi.Alias(parent=benchmark_parent())
-        role = WorkloadRole("benchmark-runner", WorkloadRoleArgs(
-            identity=cluster.identity,
-            namespace=spec.namespace,
-            service_account=SERVICE_ACCOUNT,
+        commits = sorted({f"{v.artifact_path}/{COMMIT_FILE}" for v in spec.variants})
+        role, self.service_account = workload_account(
+            self, cluster, role_name="benchmark-runner", account_name="benchmark-sa", namespace=args.namespace,
+            namespace_name=spec.namespace, service_account=SERVICE_ACCOUNT,
             policy=pulumi.Output.from_input(cluster.model_bucket_arn).apply(
-                lambda arn: runner_policy(spec.benchmark.metrics_namespace, arn, spec.results_prefix)),
-            tags=args.tags,
-        ), opts=pulumi.ResourceOptions(parent=self, aliases=[moved, pulumi.Alias(parent=benchmark_parent(),
-                                                                                 type_="sdtrn2:iam:IrsaRole")]))
-        self.service_account = k8s.core.v1.ServiceAccount(
-            "benchmark-sa",
-            metadata={"name": SERVICE_ACCOUNT, "namespace": args.namespace, "annotations": role.annotations},
-            opts=cluster.k8s_options(self, aliases=[moved]),
-        )
+                lambda arn: runner_policy(spec.benchmark.metrics_namespace, arn, spec.results_prefix, commits)),
+            tags=args.tags, uses_kubernetes_api=True,  # it finds its variants' pods (benchmark/telemetry.py)
+            role_aliases=[moved, pulumi.Alias(parent=benchmark_parent(), type_="sdtrn2:iam:IrsaRole")],
+            account_aliases=[moved])
         placement = k8s.rbac.v1.Role(
             "benchmark-placement", metadata={"name": PLACEMENT_ROLE, "namespace": args.namespace},
             rules=placement_rules(), opts=cluster.k8s_options(self, aliases=[moved]))

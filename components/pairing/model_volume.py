@@ -1,6 +1,7 @@
 """A pairing's volume onto the platform's model store: a static PersistentVolume for the
 Mountpoint for S3 CSI driver the platform runs (components/platform/model_store.py), and its claim,
-mounted in every serving pod."""
+mounted in every serving pod, read-only: the servers read prepared weights and committed sets
+through it; every write goes through the S3 API (modelstore/)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,10 +26,7 @@ def mount_options(region: str, shape: InstanceShape) -> list[str]:
     table would also say 32000 Gbps for trn2.48xlarge, a 10x typo fixed only after v1.23.0. So
     both are given: the region, and the bandwidth of the card that carries pod traffic.
     """
-    return [f"region {region}", f"maximum-throughput-gbps {shape.primary_network_gbps}",
-            # Mountpoint semantics (docs/facts.md, "Mountpoint for Amazon S3 CSI driver"): new files only, written sequentially; deletes and
-            # overwrites allowed so a half-published compile can be cleared and redone.
-            "allow-delete", "allow-overwrite"]
+    return [f"region {region}", f"maximum-throughput-gbps {shape.primary_network_gbps}"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +56,9 @@ class ModelVolume(pulumi.ComponentResource):
             metadata={"name": args.volume_name},
             spec={
                 "capacity": {"storage": "10Ti"},  # required by the API, ignored by Mountpoint
-                "accessModes": ["ReadWriteMany"],
+                # ReadOnlyMany makes the driver mount with --read-only
+                # (awslabs/mountpoint-s3-csi-driver v2.4.0 pkg/driver/node/node.go L115-116).
+                "accessModes": ["ReadOnlyMany"],
                 "storageClassName": "",
                 "persistentVolumeReclaimPolicy": "Retain",
                 "mountOptions": mount_options(args.cluster.region, args.instance_shape),
@@ -74,7 +74,7 @@ class ModelVolume(pulumi.ComponentResource):
         self.claim = k8s.core.v1.PersistentVolumeClaim(
             "model-store-pvc",
             metadata={"name": CLAIM_NAME, "namespace": args.namespace},
-            spec={"accessModes": ["ReadWriteMany"], "storageClassName": "", "volumeName": args.volume_name,
+            spec={"accessModes": ["ReadOnlyMany"], "storageClassName": "", "volumeName": args.volume_name,
                   "resources": {"requests": {"storage": "10Ti"}}},
             opts=args.cluster.k8s_options(self, depends_on=[volume], aliases=[previous_parent]),
         )

@@ -24,9 +24,10 @@ class ServingArgs:
     """The pairing's own trn2 nodes (Trn2Nodes.node_labels)."""
     claim_templates: dict[int, str]
     model_store_claim: str
-    token_secret: str | None
+    code_config_map: pulumi.Input[str]
+    """modelstore/'s code (ModelPreparation's ConfigMap), for each server's publisher."""
     depends_on: list[pulumi.Resource]
-    """Node pool, claim templates, volume claim, secret: the servers go before them on destroy."""
+    """Node pool, claim templates, volume claim, the servers' identity: the servers go before them on destroy."""
 
 
 class Serving(pulumi.ComponentResource):
@@ -52,7 +53,7 @@ class Serving(pulumi.ComponentResource):
                 claim_template=args.claim_templates[variant.devices],
                 model_store_claim=args.model_store_claim,
                 script_config_map=script.metadata.name,
-                token_secret=args.token_secret,
+                code_config_map=args.code_config_map,
                 depends_on=args.depends_on,
             ), opts=pulumi.ResourceOptions(parent=self))
             self.endpoints[variant.name] = server.endpoint

@@ -9,38 +9,7 @@ import pulumi_kubernetes as k8s
 from stackconfig.model import CapacitySettings
 
 from ..handle import PAIRING_LABEL, ClusterHandle
-
-
-def ec2_node_class_spec(cluster_name: pulumi.Input[str], node_role_name: pulumi.Input[str], capacity: CapacitySettings,
-                        tags: dict[str, str]) -> dict:
-    """Plain data with Outputs only at the leaves (role, cluster name), so `pulumi preview` shows it."""
-    discovery = {"tags": {"karpenter.sh/discovery": cluster_name}}
-    spec = {
-        "role": node_role_name,
-        # Pinned: @latest rolls nodes onto new AMIs and, here, loses the weight cache and compiled graphs.
-        "amiSelectorTerms": [{"alias": capacity.ami_alias}],
-        "subnetSelectorTerms": [discovery],
-        "securityGroupSelectorTerms": [discovery],
-        # Weights (up to ~810 GB) and the Neuron image live on the local NVMe, striped.
-        "instanceStorePolicy": "RAID0",
-        "blockDeviceMappings": [{
-            "deviceName": "/dev/xvda",
-            "ebs": {"volumeSize": f"{capacity.root_volume_gib}Gi", "volumeType": "gp3", "encrypted": True,
-                    "deleteOnTermination": True},
-        }],
-        # Hop limit 1 (Karpenter's default) keeps every pod off the node role's credentials:
-        # IMDS answers only the host network. Mountpoint v2 runs its mounts in unprivileged pods
-        # that then cannot read the region or the instance's bandwidth from IMDS
-        # (mountpoint-s3-csi-driver docs/UPGRADING_TO_V2.md), so the model store's volume passes
-        # both as mount options instead (components/platform/model_store.py).
-        "metadataOptions": {"httpEndpoint": "enabled", "httpProtocolIPv6": "disabled",
-                            "httpPutResponseHopLimit": 1, "httpTokens": "required"},
-        # A sweep after destroy finds anything Karpenter launched by these tags.
-        "tags": {**tags, "karpenter.sh/discovery": cluster_name},
-    }
-    if capacity.reservation_ids:
-        spec["capacityReservationSelectorTerms"] = [{"id": rid} for rid in capacity.reservation_ids]
-    return spec
+from ..nodeclass import ec2_node_class_spec
 
 
 def node_pool_spec(node_class_name: str, capacity: CapacitySettings, node_count: int, labels: dict[str, str],
@@ -95,7 +64,8 @@ class Trn2Nodes(pulumi.ComponentResource):
             api_version="karpenter.k8s.aws/v1",
             kind="EC2NodeClass",
             metadata={"name": args.name},
-            spec=ec2_node_class_spec(cluster.name, cluster.node_role_name, args.capacity, args.tags),
+            spec=ec2_node_class_spec(cluster.name, cluster.node_role_name, args.capacity.ami_alias, args.capacity.root_volume_gib,
+                                     args.tags, args.capacity.reservation_ids),
             opts=cluster.k8s_options(self),
         )
         self.node_pool = k8s.apiextensions.CustomResource(

@@ -12,13 +12,14 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from modelstore.pod import code_items
 from stackconfig.catalog import INSTANCE_SHAPES
 from stackconfig.model import MODEL_STORE_MOUNT_PATH, Variant
 from stackconfig.server import NODE_CACHE_MOUNT, VLLM_PORT, arguments, environment
 
 from ..handle import ClusterHandle
 from .claim_templates import CLAIM_REQUEST
-from .model_access import token_env
+from .server_access import PUBLISHER_CPU_MILLICORES, PUBLISHER_MEMORY_MIB, SERVICE_ACCOUNT, publisher_container
 
 SCRIPT_MOUNT = "/opt/sd-trn2"
 # Left of the node's allocatable (as Karpenter models it: InstanceShape.allocatable_*) for the
@@ -40,13 +41,14 @@ def workload_name(variant: Variant) -> str:
 
 
 def resource_requests(variant: Variant, instance_type: str) -> dict[str, str]:
-    """The variant's share of what the node offers pods, proportional to its devices, so the
-    stack's variants fit side by side on the nodes the NodePool brings up. From the allocatable
-    Karpenter models (its overhead, kube-reserved and eviction threshold), not the nominal memory."""
+    """The vLLM container's requests: the variant's share of what the node offers pods,
+    proportional to its devices, so the stack's variants fit side by side on the nodes the
+    NodePool brings up, less its publisher's. From the allocatable Karpenter models (its overhead,
+    kube-reserved and eviction threshold), not the nominal memory."""
     shape = INSTANCE_SHAPES[instance_type]
     share = variant.devices / shape.neuron_devices
-    cpu = math.floor((shape.allocatable_cpu_millicores - DAEMONSET_CPU_MILLICORES) * share / 1000)
-    memory = math.floor((shape.allocatable_memory_mib - DAEMONSET_MEMORY_MIB) * share)
+    cpu = math.floor(((shape.allocatable_cpu_millicores - DAEMONSET_CPU_MILLICORES) * share - PUBLISHER_CPU_MILLICORES) / 1000)
+    memory = math.floor((shape.allocatable_memory_mib - DAEMONSET_MEMORY_MIB) * share - PUBLISHER_MEMORY_MIB)
     return {"cpu": str(cpu), "memory": f"{memory}Mi"}
 
 
@@ -55,31 +57,35 @@ def labels(variant: Variant) -> dict[str, str]:
 
 
 def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[str, str], instance_type: str,
-             claim_template: str,
-             model_store_claim: str, node_cache_path: str, script_config_map: pulumi.Input[str],
-             token_secret: str | None) -> dict:
-    """Plain data with Outputs only at the leaves (the script ConfigMap's name)."""
+             claim_template: str, model_store_claim: str, node_cache_path: str, script_config_map: pulumi.Input[str],
+             code_config_map: pulumi.Input[str], bucket: pulumi.Input[str], region: str) -> dict:
+    """Plain data with Outputs only at the leaves (ConfigMap and bucket names). No Hugging Face
+    token: the server never reaches the hub."""
     probe = {"httpGet": {"path": "/health", "port": VLLM_PORT}}
     budget = variant.startup_budget_seconds
     requests = resource_requests(variant, instance_type)
     return {
+        "serviceAccountName": SERVICE_ACCOUNT,
+        # No container calls the Kubernetes API; the publisher's AWS token is a projected volume of its own.
+        "automountServiceAccountToken": False,
         "nodeSelector": node_labels,
         "tolerations": [toleration],
         "resourceClaims": [{"name": CLAIM_REQUEST, "resourceClaimTemplateName": claim_template}],
         "terminationGracePeriodSeconds": 60,
+        "initContainers": [publisher_container(variant, bucket, region)],
         "containers": [{
             "name": "vllm",
             "image": variant.image,
             "command": ["bash", f"{SCRIPT_MOUNT}/serve.sh"],
             "args": arguments(variant),
-            "env": [{"name": k, "value": v} for k, v in environment(variant).items()] + token_env(token_secret),
+            "env": [{"name": k, "value": v} for k, v in environment(variant).items()],
             "ports": [{"name": "http", "containerPort": VLLM_PORT}],
             "resources": {"requests": requests, "limits": {"memory": requests["memory"]}, "claims": [{"name": CLAIM_REQUEST}]},
             "startupProbe": {**probe, "periodSeconds": 60, "failureThreshold": budget // 60, "timeoutSeconds": 5},
             "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 5},
             "livenessProbe": {**probe, "periodSeconds": 30, "failureThreshold": 5, "timeoutSeconds": 10},
             "volumeMounts": [
-                {"name": "model-store", "mountPath": MODEL_STORE_MOUNT_PATH},
+                {"name": "model-store", "mountPath": MODEL_STORE_MOUNT_PATH, "readOnly": True},
                 {"name": "node-cache", "mountPath": NODE_CACHE_MOUNT},
                 {"name": "dshm", "mountPath": "/dev/shm"},
                 {"name": "scripts", "mountPath": SCRIPT_MOUNT, "readOnly": True},
@@ -91,6 +97,9 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
             {"name": "node-cache", "hostPath": {"path": node_cache_path, "type": "DirectoryOrCreate"}},
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
             {"name": "scripts", "configMap": {"name": script_config_map, "defaultMode": 0o555}},
+            {"name": "modelstore-code", "configMap": {"name": code_config_map, "items": code_items()}},
+            {"name": "publisher-deps", "emptyDir": {"sizeLimit": "2Gi"}},
+            {"name": "publisher-tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         ],
     }
 
@@ -108,9 +117,10 @@ class VllmVariantArgs:
     claim_template: str
     model_store_claim: str
     script_config_map: pulumi.Input[str]
-    token_secret: str | None
+    code_config_map: pulumi.Input[str]
+    """modelstore/'s code, for the publisher."""
     depends_on: list[pulumi.Resource]
-    """Node pool, claim templates, volume, secret: the Deployment goes before them on destroy."""
+    """Node pool, claim templates, volume, identity: the Deployment goes before them on destroy."""
 
 
 class VllmVariant(pulumi.ComponentResource):
@@ -125,7 +135,7 @@ class VllmVariant(pulumi.ComponentResource):
                         instance_type=args.instance_type,
                         claim_template=args.claim_template, model_store_claim=args.model_store_claim,
                         node_cache_path=variant.serving.node_cache_path, script_config_map=args.script_config_map,
-                        token_secret=args.token_secret)
+                        code_config_map=args.code_config_map, bucket=args.cluster.model_bucket, region=args.cluster.region)
         k8s.apps.v1.Deployment(
             name,
             metadata={

@@ -1,5 +1,5 @@
 """Wiring of a platform: network, EKS and its add-ons, Karpenter, the Neuron DRA driver, the
-model store and Container Insights, returned as the ClusterHandle pairings build on. Creates
+model store, the nodes models are prepared on, and Container Insights, returned as the ClusterHandle pairings build on. Creates
 components only."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pulumi
 import pulumi_aws as aws
 
 from stackconfig import PlatformSpec
-from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION
+from stackconfig.versions import AMI_ALIASES, KARPENTER, NEURON_HELM_CHART_VERSION
 
 from ..handle import ClusterHandle
 from .cluster import Cluster, ClusterArgs
@@ -21,6 +21,7 @@ from .observability import (
     ContainerInsights,
     ContainerInsightsArgs,
 )
+from .preparation_nodes import PreparationNodes, PreparationNodesArgs
 
 
 def stack_tags(project: str, stack: str, extra: dict[str, str]) -> dict[str, str]:
@@ -72,6 +73,14 @@ def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provi
         cluster_ready=cluster.ready,
         tags=tags,
     ), opts=with_aws)
+    preparation = PreparationNodes("preparation-nodes", PreparationNodesArgs(
+        cluster_name=spec.cluster_name,
+        node_role_name=karpenter.node_role_name,
+        ami_alias=AMI_ALIASES[spec.cluster.kubernetes_version].version,
+        provider=cluster.provider,
+        ready=[*cluster.ready, karpenter.crds, karpenter.release],
+        tags=tags,
+    ))
     insights = ContainerInsights("container-insights", ContainerInsightsArgs(
         cluster_name=spec.cluster_name,
         kubernetes_version=spec.cluster.kubernetes_version,
@@ -97,5 +106,5 @@ def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provi
             "addons": {**cluster.addon_versions, model_store.driver.addon_name: model_store.driver.addon_version,
                        insights.addon.addon_name: insights.addon.addon_version},
         },
-        ready=(*cluster.ready, karpenter.crds, karpenter.release, neuron.release, model_store.driver),
+        ready=(*cluster.ready, karpenter.crds, karpenter.release, neuron.release, model_store.driver, preparation.node_pool),
     )

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from stackconfig.store import STAGING_EXPIRY_DAYS, STAGING_ROOT
+
 from ..iam import deny_insecure_transport, policy_document
 from ..identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
 from .addons import addon_version
@@ -22,13 +24,24 @@ CSI_NAMESPACE = "kube-system"
 
 
 def bucket_access_policy(bucket_arn: str) -> dict:
-    """What Mountpoint needs on one bucket, and nothing on any other (docs/facts.md, "Mountpoint for Amazon S3 CSI driver")."""
+    """What a read-only Mountpoint mount needs on one bucket, and nothing on any other (docs/facts.md,
+    "Mountpoint for Amazon S3 CSI driver"): the pairings' volumes are read-only, every write goes
+    through the S3 API under a workload identity of its own (modelstore/)."""
     return policy_document([
         {"Sid": "ListTheModelBucket", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn},
-        {"Sid": "ReadWriteModelObjects", "Effect": "Allow",
-         "Action": ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:DeleteObject"],
-         "Resource": f"{bucket_arn}/*"},
+        {"Sid": "ReadModelObjects", "Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{bucket_arn}/*"},
     ])
+
+
+def lifecycle_rules() -> list[dict]:
+    """Staging sets nobody committed expire (stackconfig/store.py); multipart uploads a killed
+    writer left open are aborted. Prepared weights, committed sets and results are kept."""
+    return [
+        {"id": "expire-uncommitted-staging-sets", "status": "Enabled", "filter": {"prefix": STAGING_ROOT},
+         "expiration": {"days": STAGING_EXPIRY_DAYS}},
+        {"id": "abort-abandoned-multipart-uploads", "status": "Enabled", "filter": {"prefix": ""},
+         "abort_incomplete_multipart_upload": {"days_after_initiation": 1}},
+    ]
 
 
 def tls_only_bucket_policy(bucket_arn: str) -> dict:
@@ -74,6 +87,7 @@ class ModelStore(pulumi.ComponentResource):
             name, bucket=bucket.id,
             rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}, "bucket_key_enabled": True}],
             opts=child)
+        aws.s3.BucketLifecycleConfiguration(name, bucket=bucket.id, rules=lifecycle_rules(), opts=child)
         aws.s3.BucketPolicy(name, bucket=bucket.id,
                             policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn), sort_keys=True)),
                             opts=child)

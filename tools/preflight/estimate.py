@@ -6,18 +6,17 @@
     benchmark     test cases x requests x variants, each request output tokens x 50 ms, run
                   `concurrency` at a time
 
-50 ms per output token is above every per-token latency the seeds publish (the slowest, seed 004's
-Llama-3.1-405B BF16 baseline, has a p50 inter-token latency of 37.9 ms; docs/facts.md, "The source documents"), so the
-benchmark term errs long. The result is an estimate and is labelled one wherever it is shown.
+50 ms per output token: stackconfig/timeline.py says why. The result is an estimate and is labelled
+one wherever it is shown.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from stackconfig import StackSpec
+from stackconfig.timeline import SECONDS_PER_OUTPUT_TOKEN
 
 PROVISIONING_HOURS = 25 / 60
-SECONDS_PER_OUTPUT_TOKEN = 0.050
 
 
 @dataclass(frozen=True)

@@ -1,53 +1,103 @@
 #!/usr/bin/env bash
-# Start one vLLM variant on Neuron.
+# Start one vLLM variant on Neuron, from what the model store holds. This script only reads the store
+# (S3 through Mountpoint, mounted read-only); it never writes to it.
 #
-# Compiled artifacts live in the model store (S3 through Mountpoint) at $ARTIFACT_DIR, a path
-# unique to the variant's compile settings. If they are complete (marker file), copy them to
-# $COMPILE_DIR on the node's NVMe and load them. Otherwise compile there, serve, and once
-# /health answers publish them with plain sequential copies: Mountpoint allows new files written
-# in order, and no renames (docs/facts.md, "Mountpoint for Amazon S3 CSI driver"), which the compilers' own writes and safetensors' rename
-# would break. COMPILE_DIR is what the engine compiles into: NxDI's NEURON_COMPILED_ARTIFACTS or
-# the vLLM Neuron plugin's VLLM_CACHE_ROOT (stackconfig/server.py).
-# One Deployment replica with the Recreate strategy per variant means one compiler per path.
+# Weights: each prepared model (stackconfig/store.py) is waited for until its preparation Job has
+# marked it complete, then copied to the node's NVMe once per node with parallel reads. The server
+# never reaches the hub (HF_HUB_OFFLINE) and loads the local copy.
+# Compiled artifacts: a committed set ($ARTIFACT_DIR/complete.json, or commit.json naming a set
+# under $STAGING_DIR) is copied the same way and loaded. Otherwise the engine compiles into
+# $COMPILE_DIR, and the publisher beside the server (modelstore/publish.py) publishes the set once
+# /health answers. COMPILE_DIR is NxDI's NEURON_COMPILED_ARTIFACTS or the vLLM Neuron plugin's
+# VLLM_CACHE_ROOT (stackconfig/server.py).
 set -euo pipefail
-: "${ARTIFACT_DIR:?}" "${COMPILE_DIR:?}" "${VLLM_PORT:?}"
-MARKER=.complete
+: "${ARTIFACT_DIR:?}" "${STAGING_DIR:?}" "${COMPILE_DIR:?}" "${VLLM_PORT:?}" "${WEIGHTS_STORE:?}" "${WEIGHTS_DIR:?}"
+LOCAL_COMPLETE=.complete   # in a node-cache directory: a complete copy is there
+LOCAL_RESTORED=.restored   # in COMPILE_DIR: the set came from the store (nothing to publish)
+COPY_PARALLEL=${COPY_PARALLEL:-16}
+POLL_SECONDS=${POLL_SECONDS:-30}
 
-copy_complete() {  # copy_complete SRC DST: a full copy of SRC in DST, made at most once
-  local src=$1 dst=$2
-  if [ -f "$dst/$MARKER" ]; then return 0; fi
-  rm -rf "$dst" && mkdir -p "$dst"
-  cp -r "$src/." "$dst/"
-  touch "$dst/$MARKER"
+# Each step is its own command: under `set -e`, a failure inside `a && b` (but the last) does not
+# stop the script, so `rm -rf x && mkdir -p x` would go on after a failed rm.
+fresh_dir() {
+  rm -rf "$1"
+  mkdir -p "$1"
+}
+
+parallel_copy() {  # parallel_copy SRC DST: every file of SRC into DST, COPY_PARALLEL reads at a time
+  local src=$1 dst=$2 started bytes seconds
+  started=$(date +%s)
+  (cd "$src" && find . -type d -print0 | xargs -0 -I{} mkdir -p "$dst/{}")
+  (cd "$src" && find . -type f -print0 | xargs -0 -P "$COPY_PARALLEL" -I{} cp "{}" "$dst/{}")
+  bytes=$(find "$dst" -type f -printf '%s\n' | awk '{ total += $1 } END { print total + 0 }')
+  seconds=$(( $(date +%s) - started ))
+  echo "copied $bytes bytes from $src in ${seconds}s: $(( bytes / (seconds > 0 ? seconds : 1) / 1048576 )) MiB/s"
+}
+
+wait_for_file() {  # wait_for_file PATH WHAT
+  until [ -f "$1" ]; do
+    echo "waiting for $2 ($1)"
+    sleep "$POLL_SECONDS"
+  done
+}
+
+restore_weights() {  # restore_weights STORE DIR: the prepared model's files on this node, once
+  local store=$1 dir=$2
+  wait_for_file "$store/.complete" "the model's preparation Job"
+  if [ -f "$dir/$LOCAL_COMPLETE" ]; then
+    echo "weights already on this node: $dir"
+    return 0
+  fi
+  fresh_dir "$dir"
+  parallel_copy "$store/files" "$dir"
+  touch "$dir/$LOCAL_COMPLETE"
+}
+
+committed_set() {  # prints the directory holding the path's committed set, if there is one
+  if [ -f "$ARTIFACT_DIR/complete.json" ]; then
+    echo "$ARTIFACT_DIR/files"
+  elif [ -f "$ARTIFACT_DIR/commit.json" ]; then
+    local name
+    name=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["set"])' "$ARTIFACT_DIR/commit.json")
+    if [ -d "$STAGING_DIR/$name/files" ]; then
+      echo "$STAGING_DIR/$name/files"
+    else
+      echo "commit.json names set $name, which is gone from $STAGING_DIR (README, troubleshooting)" >&2
+    fi
+  fi
 }
 
 healthy() {
   python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:${VLLM_PORT}/health', timeout=5)" 2>/dev/null
 }
 
-if [ -n "${WEIGHTS_STORE:-}" ]; then
-  echo "preparing weights: $WEIGHTS_STORE -> $WEIGHTS_DIR (once per node)"
-  [ -f "$WEIGHTS_STORE/config.json" ] || { echo "no weights at $WEIGHTS_STORE; see README 'Preparing FP8 weights'" >&2; exit 1; }
-  copy_complete "$WEIGHTS_STORE" "$WEIGHTS_DIR"
+restore_weights "$WEIGHTS_STORE" "$WEIGHTS_DIR"
+if [ -n "${DRAFT_WEIGHTS_STORE:-}" ]; then
+  restore_weights "$DRAFT_WEIGHTS_STORE" "${DRAFT_WEIGHTS_DIR:?}"
 fi
 
-if [ -f "$ARTIFACT_DIR/$MARKER" ]; then
-  echo "loading compiled artifacts from $ARTIFACT_DIR"
-  copy_complete "$ARTIFACT_DIR" "$COMPILE_DIR"
+if [ -f "$COMPILE_DIR/$LOCAL_COMPLETE" ]; then
+  echo "compiled artifacts already on this node: $COMPILE_DIR"
+  exec vllm "$@"
+fi
+source=$(committed_set)
+if [ -n "$source" ]; then
+  echo "loading the committed compiled set from $source"
+  fresh_dir "$COMPILE_DIR"
+  parallel_copy "$source" "$COMPILE_DIR"
+  touch "$COMPILE_DIR/$LOCAL_RESTORED" "$COMPILE_DIR/$LOCAL_COMPLETE"
   exec vllm "$@"
 fi
 
-echo "no compiled artifacts at $ARTIFACT_DIR: compiling into $COMPILE_DIR (can take an hour)"
-rm -rf "$COMPILE_DIR" && mkdir -p "$COMPILE_DIR"
+echo "no committed compiled set at $ARTIFACT_DIR: compiling into $COMPILE_DIR (can take hours); it is published once /health answers"
+fresh_dir "$COMPILE_DIR"
 vllm "$@" &
 server=$!
+trap 'kill -TERM "$server" 2>/dev/null || true' TERM INT
 until healthy; do
   kill -0 "$server" 2>/dev/null || { wait "$server"; exit $?; }
   sleep "${HEALTH_POLL_SECONDS:-30}"
 done
-echo "compiled and serving; publishing artifacts to $ARTIFACT_DIR"
-rm -rf "$ARTIFACT_DIR" && mkdir -p "$ARTIFACT_DIR"
-cp -r "$COMPILE_DIR/." "$ARTIFACT_DIR/"
-touch "$ARTIFACT_DIR/$MARKER" "$COMPILE_DIR/$MARKER"
-echo "artifacts published"
+touch "$COMPILE_DIR/$LOCAL_COMPLETE"
+echo "compiled and serving"
 wait "$server"

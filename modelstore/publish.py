@@ -1,0 +1,134 @@
+r"""Publish a server's compiled artifacts once, without races: the publisher beside each vLLM server.
+
+    python -m modelstore.publish --bucket B --artifact compiled/<...> --compile-dir DIR \
+        --health http://127.0.0.1:8000/health --writer POD-NAME
+
+Runs as a sidecar for the server's life. Once the server answers /health:
+- if serve.sh restored the artifacts (DIR/.restored), there is nothing to publish, except to
+  finish copying a committed set whose writer stopped half way (below);
+- if the server compiled them (DIR/.complete without .restored) and nobody has committed the path,
+  it uploads them to its own staging prefix (staging/<artifact>/<writer>/, write-once, expired by
+  the bucket's lifecycle rule), writes that set's manifest, and commits with a conditional write
+  of <artifact>/commit.json naming its set: exactly one writer wins. The loser keeps serving what
+  it compiled and leaves the committed set alone;
+- whoever finds a commit without <artifact>/complete.json copies the committed set, server-side,
+  to <artifact>/files/ and then writes complete.json. Every copier copies the same bytes from the
+  same set, so two copiers cannot disagree.
+It never deletes and never overwrites a committed set with something else. Then it idles (a native
+sidecar that exits is restarted). Layout and names: stackconfig/store.py.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable
+
+from botocore.exceptions import ClientError
+
+from .objects import copy_set, entries_of, exists, put_if_absent, put_json, read_json, upload_tree
+from .progress import Progress
+
+COMMIT_FILE, COMPLETE_FILE, MANIFEST_FILE = "commit.json", "complete.json", "manifest.json"
+LOCAL_COMPLETE, LOCAL_RESTORED = ".complete", ".restored"
+"""serve.sh's markers in the compile directory: a complete set is there; it came from the store."""
+STAGING_ROOT, FILES_DIR = "staging/", "files/"
+
+
+def say(line: str) -> None:
+    print(f"publish: {line}", flush=True)
+
+
+def healthy(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status == 200
+    except OSError:
+        return False
+
+
+def finish(client: Any, bucket: str, artifact: str, commit: dict[str, Any]) -> None:
+    """Copy the committed set into place, then mark it complete (idempotent)."""
+    entries = entries_of(commit)
+    progress = Progress("copy committed set", sum(e.size for e in entries), say)
+    copy_set(client, bucket, entries, commit["staging"] + FILES_DIR, f"{artifact}/{FILES_DIR}", progress)
+    progress.finish()
+    put_json(client, bucket, f"{artifact}/{COMPLETE_FILE}", {**commit, "files": [e.to_json() for e in entries]})
+    say(f"s3://{bucket}/{artifact}/{FILES_DIR} holds the committed set {commit['set']}")
+
+
+def publish_once(client: Any, bucket: str, artifact: str, compile_dir: Path, writer: str) -> str:
+    """One pass, the server being healthy: returns what happened (for the log and the tests)."""
+    commit = read_json(client, bucket, f"{artifact}/{COMMIT_FILE}")
+    restored = (compile_dir / LOCAL_RESTORED).exists()
+    if commit is None and restored:
+        return "restored from a set that is no longer committed: nothing to publish"
+    if commit is None:
+        if not (compile_dir / LOCAL_COMPLETE).exists():
+            return "the compile directory is not complete yet"
+        staging = f"{STAGING_ROOT}{artifact}/{writer}/"
+        markers = frozenset({LOCAL_COMPLETE, LOCAL_RESTORED})
+        size = sum(p.stat().st_size for p in compile_dir.rglob("*") if p.is_file() and p.name not in markers)
+        progress = Progress("upload compiled set", size, say)
+        entries = upload_tree(client, bucket, staging + FILES_DIR, compile_dir, progress, skip=markers)
+        progress.finish()
+        document = {"set": writer, "staging": staging, "artifact": artifact,
+                    "committedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "files": [e.to_json() for e in entries]}
+        put_json(client, bucket, staging + MANIFEST_FILE, document)
+        if not put_if_absent(client, bucket, f"{artifact}/{COMMIT_FILE}", json.dumps(document, indent=2).encode()):
+            return "another writer committed first: serving this compile, leaving the committed set alone"
+        commit = document
+        say(f"committed set {writer} at s3://{bucket}/{artifact}/{COMMIT_FILE}")
+    if not exists(client, bucket, f"{artifact}/{COMPLETE_FILE}"):
+        finish(client, bucket, artifact, commit)
+        return f"committed set {commit['set']} is in place"
+    return f"set {commit['set']} is committed and in place"
+
+
+def run(client: Any, args: argparse.Namespace, sleep: Callable[[float], None] = time.sleep,
+        is_healthy: Callable[[str], bool] = healthy, passes: int | None = None) -> None:
+    """Wait for health, publish, retry a failed pass; `passes` bounds the loop for the tests."""
+    done = 0
+    while passes is None or done < passes:
+        done += 1
+        if not is_healthy(args.health):
+            sleep(args.poll_seconds)
+            continue
+        try:
+            say(publish_once(client, args.bucket, args.artifact, Path(args.compile_dir), args.writer))
+            return
+        except (ClientError, OSError) as error:
+            say(f"failed ({error}); retrying in {args.poll_seconds} s")
+            sleep(args.poll_seconds)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m modelstore.publish", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bucket", required=True)
+    parser.add_argument("--artifact", required=True, help="the variant's artifact path, compiled/<...>")
+    parser.add_argument("--compile-dir", required=True)
+    parser.add_argument("--health", required=True)
+    parser.add_argument("--writer", required=True, help="this server's unique name (its pod)")
+    parser.add_argument("--poll-seconds", type=float, default=30.0)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None, client: Any = None) -> int:
+    args = parse_args(argv)
+    if client is None:
+        import boto3
+
+        client = boto3.client("s3")
+    run(client, args)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    while True:  # a native sidecar that exits is restarted: idle until the pod ends
+        signal.pause()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""A stack's cold path: how long from `pulumi up` to the first benchmark result when nothing is
+prepared or compiled yet, step by step, with the rate each step assumes and where that rate comes
+from. Every figure is an estimate; the steps log the rates they reach (modelstore/progress.py,
+serve.sh), which is how to replace an assumption with a measurement.
+
+    prepare   each model the variants load, by its own Job on a preparation node, in parallel:
+              download from the hub, rescale (FP8), upload to the store
+    copy      each server copies its prepared models from the store to its node's NVMe
+    compile   the engine compiles: not modelled (no source publishes compile times for these
+              shapes); the startup probe's budget bounds it (Variant.startup_budget_seconds)
+    publish   the publisher uploads the compiled set, then commits (the benchmark waits for it)
+    benchmark test cases x requests x variants, each request's output tokens at 50 ms per token,
+              `concurrency` at a time
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import StackSpec, Variant
+
+GBIT = 1e9 / 8
+"""Bytes per second in one Gbit/s."""
+
+
+@dataclass(frozen=True)
+class Rate:
+    bytes_per_second: float
+    source: str
+
+
+HUB_DOWNLOAD = Rate(4 * GBIT, "assumed: 4 Gbit/s from the hub with 8 files at a time; the hub publishes no figure")
+RESCALE = Rate(4 * GBIT, "assumed: 0.5 GB/s of FP8 shards through numpy on one core")
+PREPARATION_UPLOAD = Rate(10 * GBIT, "assumed: 10 Gbit/s to S3, below the preparation nodes' 25 Gbit/s floor "
+                                     "(components/platform/preparation_nodes.py)")
+STORE_TO_NVME = Rate(10 * GBIT, "assumed: 10 Gbit/s through Mountpoint with 16 reads at a time, a twentieth of its "
+                                "200 Gbit/s throughput target (components/pairing/model_volume.py)")
+PUBLISHER_UPLOAD = Rate(4 * GBIT, "assumed: 4 Gbit/s, the publisher hashing on its one core")
+SECONDS_PER_OUTPUT_TOKEN = 0.050
+"""Above every per-token latency the seeds publish (the slowest, seed 004's Llama-3.1-405B BF16
+baseline, has a p50 inter-token latency of 37.9 ms per Llama-2 token, ~45 ms per model token;
+docs/facts.md, "The source documents"), so the benchmark term errs long."""
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    gib: float | None
+    """Data the step moves (None: not a transfer)."""
+    minutes: float
+    assumes: str
+
+
+def _transfer_minutes(gib: float, *rates: Rate) -> float:
+    return sum(gib * 2 ** 30 / rate.bytes_per_second for rate in rates) / 60
+
+
+def compiled_set_gib(variant: Variant) -> float:
+    """nxdi-legacy saves the sharded weights with the graphs (save_sharded_checkpoint): about the
+    target's checkpoint. The plugin's cache holds graphs only, of a size nobody publishes: 0 here."""
+    return float(variant.prepared_target.checkpoint_gib) if variant.engine == "nxdi-legacy" else 0.0
+
+
+def cold_path(spec: StackSpec) -> list[Step]:
+    models = spec.prepared_models
+    preparing = [(m.checkpoint_gib, _transfer_minutes(m.checkpoint_gib, HUB_DOWNLOAD, PREPARATION_UPLOAD)
+                  + (_transfer_minutes(m.checkpoint_gib, RESCALE) if m.form == "neuron-fp8" else 0.0)) for m in models]
+    slowest_model = max(preparing, key=lambda p: p[1])
+    per_variant = [sum(m.checkpoint_gib for m in v.prepared_models) for v in spec.variants]
+    b = spec.benchmark
+    requests = len(b.test_cases) * b.requests_per_test_case * len(spec.variants)
+    publish_gib = max(compiled_set_gib(v) for v in spec.variants)
+    return [
+        Step("prepare", slowest_model[0], slowest_model[1],
+             f"the slowest of {len(models)} models, in parallel: {HUB_DOWNLOAD.source}; {PREPARATION_UPLOAD.source}"
+             + (f"; FP8: {RESCALE.source}" if any(m.form == "neuron-fp8" for m in models) else "")),
+        Step("copy", max(per_variant), _transfer_minutes(max(per_variant), STORE_TO_NVME), STORE_TO_NVME.source),
+        Step("compile", None, max(v.startup_budget_seconds for v in spec.variants) / 60,
+             "an upper bound, the startup probe's budget (no source publishes compile times for these shapes)"),
+        Step("publish", publish_gib, _transfer_minutes(publish_gib, PUBLISHER_UPLOAD), PUBLISHER_UPLOAD.source),
+        Step("benchmark", None, requests * b.output_tokens * SECONDS_PER_OUTPUT_TOKEN / b.concurrency / 60,
+             f"{requests} requests x {b.output_tokens} output tokens x {SECONDS_PER_OUTPUT_TOKEN * 1000:.0f} ms, "
+             f"{b.concurrency} at a time"),
+    ]
+
+
+def describe(step: Step) -> str:
+    """A step as the README's cold-path table and the plan print it."""
+    if step.name == "publish" and not step.gib:
+        return "graphs only (size not published)"
+    return (f"{step.gib:,.0f} GiB, " if step.gib else "") + f"{step.minutes:,.0f} min"

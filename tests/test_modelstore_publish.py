@@ -1,0 +1,144 @@
+"""modelstore/publish.py against moto's S3, which answers a failed conditional write with 412 as S3
+does: two writers and a reader, a writer killed before its commit, a winner killed before its copy,
+abandoned staging sets never read. Nothing is ever deleted."""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from modelstore import objects, publish
+
+BUCKET, ARTIFACT = "models", "compiled/qwen-qwen3-32b/bs4-len1024-tp32-0123456789"
+
+
+class Client:
+    """A boto3 client that logs every call by name and may hold conditional writes at a barrier."""
+
+    def __init__(self, client, barrier: threading.Barrier | None = None):
+        self.client, self.barrier, self.calls = client, barrier, []
+
+    def __getattr__(self, name):
+        method = getattr(self.client, name)
+
+        def call(*args, **kwargs):
+            self.calls.append(name)
+            if name == "put_object" and "IfNoneMatch" in kwargs and self.barrier:
+                self.barrier.wait(timeout=10)
+            return method(*args, **kwargs)
+        return call
+
+
+@pytest.fixture
+def s3(models_bucket):
+    return models_bucket
+
+
+def compiled(tmp_path: Path, name: str, content: str) -> Path:
+    """A compile directory as serve.sh leaves it after a local compile that answered /health."""
+    directory = tmp_path / name
+    (directory / "graphs").mkdir(parents=True)
+    (directory / "graphs" / "model.neff").write_text(content)
+    (directory / "neuron_config.json").write_text("{}")
+    (directory / publish.LOCAL_COMPLETE).touch()
+    return directory
+
+
+def body(s3, key: str) -> bytes:
+    return s3.get_object(Bucket=BUCKET, Key=key)["Body"].read()
+
+
+def keys(s3) -> set[str]:
+    return {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])}
+
+
+def test_one_writer_commits_and_its_set_is_copied_in_place(s3, tmp_path):
+    client = Client(s3)
+    result = publish.publish_once(client, BUCKET, ARTIFACT, compiled(tmp_path, "a", "graph-a"), "pod-a")
+    assert result == "committed set pod-a is in place"
+    commit = json.loads(body(s3, f"{ARTIFACT}/commit.json"))
+    assert commit["set"] == "pod-a" and commit["staging"] == f"staging/{ARTIFACT}/pod-a/"
+    assert {f["path"] for f in commit["files"]} == {"graphs/model.neff", "neuron_config.json"}  # no local markers
+    assert body(s3, f"{ARTIFACT}/files/graphs/model.neff") == b"graph-a"
+    assert json.loads(body(s3, f"{ARTIFACT}/complete.json"))["set"] == "pod-a"
+    assert not any(call.startswith("delete") for call in client.calls)
+
+
+def test_two_writers_race_and_exactly_one_commits(s3, tmp_path):
+    barrier = threading.Barrier(2)
+    results = {}
+
+    def writer(name):
+        results[name] = publish.publish_once(Client(s3, barrier), BUCKET, ARTIFACT, compiled(tmp_path, name, f"graph-{name}"), name)
+
+    threads = [threading.Thread(target=writer, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    winner = json.loads(body(s3, f"{ARTIFACT}/commit.json"))["set"]
+    loser = ({"a", "b"} - {winner}).pop()
+    assert results[winner] == f"committed set {winner} is in place"
+    assert results[loser] == "another writer committed first: serving this compile, leaving the committed set alone"
+    # The committed files are the winner's; the loser's set stays in staging, unread, to expire.
+    assert body(s3, f"{ARTIFACT}/files/graphs/model.neff") == f"graph-{winner}".encode()
+    assert body(s3, f"staging/{ARTIFACT}/{loser}/files/graphs/model.neff") == f"graph-{loser}".encode()
+
+
+def test_a_writer_killed_before_its_commit_leaves_nothing_committed(s3, tmp_path, monkeypatch):
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt("SIGKILL")
+
+    monkeypatch.setattr(publish, "put_if_absent", killed)
+    with pytest.raises(KeyboardInterrupt):
+        publish.publish_once(s3, BUCKET, ARTIFACT, compiled(tmp_path, "a", "graph-a"), "pod-a")
+    monkeypatch.undo()
+    assert f"staging/{ARTIFACT}/pod-a/manifest.json" in keys(s3)
+    assert not {f"{ARTIFACT}/commit.json", f"{ARTIFACT}/complete.json"} & keys(s3)
+    # The next writer commits its own set; the abandoned one is never named.
+    assert publish.publish_once(s3, BUCKET, ARTIFACT, compiled(tmp_path, "b", "graph-b"), "pod-b") == "committed set pod-b is in place"
+    assert body(s3, f"{ARTIFACT}/files/graphs/model.neff") == b"graph-b"
+
+
+def test_a_winner_killed_before_its_copy_is_finished_by_the_next_server(s3, tmp_path, monkeypatch):
+    monkeypatch.setattr(publish, "finish", lambda *args: (_ for _ in ()).throw(KeyboardInterrupt("SIGKILL")))
+    with pytest.raises(KeyboardInterrupt):
+        publish.publish_once(s3, BUCKET, ARTIFACT, compiled(tmp_path, "a", "graph-a"), "pod-a")
+    monkeypatch.undo()
+    assert f"{ARTIFACT}/commit.json" in keys(s3) and f"{ARTIFACT}/complete.json" not in keys(s3)
+    # A server that restored the committed set (from staging) finishes the copy.
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    (restored / publish.LOCAL_RESTORED).touch()
+    assert publish.publish_once(s3, BUCKET, ARTIFACT, restored, "pod-c") == "committed set pod-a is in place"
+    assert body(s3, f"{ARTIFACT}/files/graphs/model.neff") == b"graph-a"
+    assert publish.publish_once(s3, BUCKET, ARTIFACT, restored, "pod-c") == "set pod-a is committed and in place"
+
+
+def test_nothing_is_published_before_the_compile_is_complete(s3, tmp_path):
+    directory = compiled(tmp_path, "a", "graph-a")
+    (directory / publish.LOCAL_COMPLETE).unlink()
+    assert publish.publish_once(s3, BUCKET, ARTIFACT, directory, "pod-a") == "the compile directory is not complete yet"
+    assert keys(s3) == set()
+
+
+def test_the_sidecar_waits_for_health_and_retries_a_failed_pass(s3, tmp_path):
+    health = iter([False, True, True])
+    failures = iter([True])
+    real = s3.put_object
+
+    def flaky(**kwargs):
+        if next(failures, False):
+            raise objects.ClientError({"Error": {"Code": "SlowDown", "Message": "slow down"}}, "PutObject")
+        return real(**kwargs)
+
+    client = Client(s3)
+    client.client = type("C", (), {"__getattr__": lambda self, n: flaky if n == "put_object" else getattr(s3, n)})()
+    args = publish.parse_args(["--bucket", BUCKET, "--artifact", ARTIFACT, "--compile-dir", str(compiled(tmp_path, "a", "g")),
+                               "--health", "http://127.0.0.1:1/health", "--writer", "pod-a", "--poll-seconds", "0"])
+    sleeps = []
+    publish.run(client, args, sleep=sleeps.append, is_healthy=lambda url: next(health), passes=5)
+    assert len(sleeps) == 2  # one unhealthy poll, one failed pass
+    assert f"{ARTIFACT}/complete.json" in keys(s3)
