@@ -754,6 +754,9 @@ def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSet
                 s.problem("draft", "is required on an sd variant")
             if tokens is None and s.raw.get("numSpeculativeTokens") is None:
                 s.problem("numSpeculativeTokens", f"is required on an sd variant ({SPECULATIVE_TOKENS_RANGE[0]}..{SPECULATIVE_TOKENS_RANGE[1]})")
+            if draft and target and models[draft].kind == models[target].kind == "model" and models[draft].params_billion >= models[target].params_billion:
+                s.problem("draft", f"{draft} ({models[draft].params_billion:g}B) is not smaller than the target {target} "
+                                   f"({models[target].params_billion:g}B): a draft pays off only by costing less per token")
             if draft and target and models[draft].tokenizer_family != models[target].tokenizer_family:
                 s.problem("draft", f"{draft} uses the {models[draft].tokenizer_family} tokenizer but the target {target} uses {models[target].tokenizer_family}; speculative decoding needs a shared tokenizer")
             needed = benchmark.input_tokens + benchmark.output_tokens + (tokens or 0)

@@ -57,14 +57,37 @@ class StackFiles:
         return {str(k): (None if isinstance(v, dict) and set(v) == {"secure"} else v) for k, v in config.items()}
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML that refuses a key given twice in one mapping. PyYAML keeps the last silently (a stack
+    once planned 16 devices where its author had first written 8); the Pulumi CLI's Go YAML reader
+    refuses the file."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} appears twice (lines {seen[key]} and {key_node.start_mark.line + 1})",
+                    key_node.start_mark)
+            if isinstance(key, (str, int, float, bool)):
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
 def _read_yaml(path: Path, stack: str | None = None) -> Any:
+    name = stack or path.stem
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)
+    except UnicodeDecodeError as error:
+        raise ConfigError(name, [(path.name, f"is not UTF-8 text: byte 0x{error.object[error.start]:02x} at offset {error.start}")]) from None
+    except RecursionError:
+        raise ConfigError(name, [(path.name, "is nested too deeply to be a stack file")]) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise ConfigError(stack or path.stem, [(path.name, f"is not valid YAML{where}: {problem}")]) from None
+        raise ConfigError(name, [(path.name, f"is not valid YAML{where}: {problem}")]) from None
 
 
 FILES = StackFiles(PROJECT_DIR)

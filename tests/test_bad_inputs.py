@@ -45,6 +45,10 @@ CASES = [
     ("top-level-list", QWEN, text("- config\n"), "must be a mapping"),
     ("config-list", QWEN, text("config:\n  - aws:region\n"), "config"),
     ("empty-file", QWEN, text(""), "aws:region"),
+    ("deep-nesting", QWEN, text("config:\n  aws:region: " + "[" * 3000 + "]" * 3000 + "\n"), "nested too deeply"),
+    ("not-utf8", QWEN, b"config:\n  aws:region: us-east-2\xff\n", "is not UTF-8 text: byte 0xff"),
+    ("duplicate-key", QWEN, text("config:\n  aws:region: us-east-2\n  sd-trn2:serving:\n    devicesPerVariant: 8\n"
+                                 "    devicesPerVariant: 16\n"), "key 'devicesPerVariant' appears twice (lines 4 and 5)"),
     # Namespaces and region.
     ("no-region", QWEN, edit(("aws:region",), delete=True), "aws:region"),
     ("unknown-region", QWEN, edit(("aws:region",), "us-west-9"), "aws:region"),
@@ -89,6 +93,7 @@ CASES = [
     ("too-many-tokens", QWEN, edit((P + "variants", 1, "numSpeculativeTokens"), 16), "variants[1].numSpeculativeTokens"),
     ("tokenizer-mismatch", QWEN, edit((P + "variants", 1, "draft"), "meta-llama/Llama-3.2-1B"), "variants[1].draft"),
     ("draft-longer", QWEN, edit((P + "variants", 1, "draftMaxModelLen"), 2048), "variants[1].draftMaxModelLen"),
+    ("draft-not-smaller", QWEN, edit((P + "variants", 1, "draft"), "Qwen/Qwen3-32B"), "variants[1].draft"),
     ("eagle-plain-draft", QWEN, edit((P + "variants", 1, "speculationMethod"), "eagle"), "variants[1].speculationMethod"),
     ("unknown-baseline", QWEN, edit((P + "variants", 1, "baseline"), "nope"), "variants[1].baseline"),
     # Benchmark.
@@ -117,6 +122,9 @@ def project(tmp_path, monkeypatch):
 
 def write_case(project: Path, name: str, base: str, change) -> None:
     path = project / "stacks" / f"Pulumi.{name}.yaml"
+    if isinstance(change, bytes):
+        path.write_bytes(change)
+        return
     if isinstance(change, str):
         path.write_text(change)
         return
