@@ -122,12 +122,13 @@ def llmperf_command(python: str, variant: dict, shape: dict, out_dir: Path) -> l
     ]
 
 
-def llmperf_environment(base_url: str, llmperf_dir: Path) -> dict[str, str]:
+def llmperf_environment(base_url: str, llmperf_dir: Path, inherited_path: str | None = None) -> dict[str, str]:
     return {
         "OPENAI_API_BASE": base_url, "OPENAI_API_KEY": "not-used",
         # Run from src/: LLMPerf's pyproject refuses `pip install` on Python 3.11
-        # (ray-project/llmperf@f1d6bed:pyproject.toml requires-python ">=3.8, <3.11").
-        "PYTHONPATH": str(llmperf_dir / "src"),
+        # (ray-project/llmperf@f1d6bed:pyproject.toml requires-python ">=3.8, <3.11"), in front of
+        # the pod's own path (its dependencies live outside site-packages: benchmark/pod.py).
+        "PYTHONPATH": os.pathsep.join([str(llmperf_dir / "src"), *([inherited_path] if inherited_path else [])]),
         "RAY_USAGE_STATS_ENABLED": "0",
     }
 
@@ -220,7 +221,8 @@ def run_case(config: dict, variant: dict, test_case: str, results_dir: Path, run
     print(f"[{test_case}] {variant['name']}: LLMPerf against {variant['endpoint']} through the measuring proxy", flush=True)
     with MeasuringProxy(variant["endpoint"], out / RECORDS_FILE, timeout_s=shape["requestTimeoutSeconds"]) as proxy:
         code = hooks.runner(llmperf_command(hooks.python, variant, shape, out),
-                            llmperf_environment(proxy.base_url, llmperf_dir), llmperf_dir, out, llmperf_deadline_s(shape))
+                            llmperf_environment(proxy.base_url, llmperf_dir, os.environ.get("PYTHONPATH")), llmperf_dir, out,
+                            llmperf_deadline_s(shape))
     finished = time.time()
     after = counters(hooks, variant["endpoint"])
     stderr = (out / STDERR_FILE).read_text(errors="replace") if (out / STDERR_FILE).exists() else ""

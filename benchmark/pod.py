@@ -16,8 +16,14 @@ POD_LOCK = "requirements-pod.lock"
 TOKENIZER_CACHE_PREFIX = "cache/tokenizers/"
 """Bucket prefix of LLMPerf's tokenizer, downloaded once and restored from there (podsetup.py)."""
 CODE_MOUNT = "/opt/benchmark"
-LLMPERF_DIR = "/opt/llmperf"
-HF_HOME = "/opt/hf"
+DEPS_MOUNT = "/opt/deps"
+"""An emptyDir the lock is installed into (pip --target): the root file system stays read-only."""
+WORK_MOUNT = "/opt/work"
+"""An emptyDir for LLMPerf and the tokenizer (podsetup replaces LLMPerf's folder, so it is not itself a mount)."""
+LLMPERF_DIR = f"{WORK_MOUNT}/llmperf"
+HF_HOME = f"{WORK_MOUNT}/hf"
+RUN_AS = 65532
+"""A user id with no account in the image: LLMPerf and Ray need none (HOME is /tmp, USER is set)."""
 RUN_CONFIG = "run-config.json"
 
 # The EKS sample's eight LLMPerf test cases (docs/facts.md, "LLMPerf"); the keys become the
@@ -106,7 +112,8 @@ def setup_script(llmperf_commit: str) -> str:
         "set -euo pipefail",
         f"cd {CODE_MOUNT}",
         'echo "installing the benchmark\'s Python dependencies (benchmark/requirements-pod.lock, hash-checked)"',
-        f"pip install --quiet --no-cache-dir --disable-pip-version-check --require-hashes --no-deps -r benchmark/{POD_LOCK}"
+        f"pip install --quiet --no-cache-dir --disable-pip-version-check --require-hashes --no-deps --target {DEPS_MOUNT}"
+        f" -r benchmark/{POD_LOCK}"
         f" || {{ echo 'FATAL: benchmark setup failed: pip could not install benchmark/{POD_LOCK}' >&2; exit 2; }}",
         f"python -m benchmark.podsetup --commit {llmperf_commit} --dest {LLMPERF_DIR} --hf-home {HF_HOME}"
         f' --bucket "$RESULTS_BUCKET" --cache-prefix {TOKENIZER_CACHE_PREFIX}',
@@ -114,3 +121,20 @@ def setup_script(llmperf_commit: str) -> str:
         f"exec python -m benchmark.driver --config {CODE_MOUNT}/{RUN_CONFIG} --results-dir /results"
         f' --llmperf-dir {LLMPERF_DIR} --namespace "$METRICS_NAMESPACE" --bucket "$RESULTS_BUCKET" --prefix "$RESULTS_PREFIX"',
     ])
+
+
+def pod_environment() -> dict[str, str]:
+    """What the restricted pod needs to run as a user with no account on a read-only root: its
+    dependencies on the path, a writable HOME, and a USER for getpass (Ray asks for one)."""
+    return {"PYTHONPATH": f"{DEPS_MOUNT}:{CODE_MOUNT}", "HOME": "/tmp", "USER": "llmperf", "PYTHONUNBUFFERED": "1"}
+
+
+def security_context() -> dict:
+    """The Kubernetes "restricted" Pod Security Standard, container level."""
+    return {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+WRITABLE_VOLUMES = {DEPS_MOUNT: "2Gi", WORK_MOUNT: "2Gi", "/tmp": "4Gi", "/results": "4Gi"}
+"""Every path the benchmark writes: its dependencies, LLMPerf and the tokenizer, Ray's session
+files and LLMPerf's scratch, the results before upload. /dev/shm is Ray's object store, in memory."""

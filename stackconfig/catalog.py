@@ -104,6 +104,8 @@ class InstanceShape:
     """NetworkCards[DefaultNetworkCardIndex].MaximumNetworkInterfaces: the ENIs pods can use."""
     ipv4_per_eni: int
     """NetworkInfo.Ipv4AddressesPerInterface."""
+    instance_store_gb: int
+    """InstanceStorageInfo.TotalSizeInGB: the NVMe that kubelet's ephemeral storage sits on."""
     physical_cores_per_device: int = 8
     approx_hourly_usd: float | None = None
     """Approximate on-demand list price, for the plan summary and when `make preflight` cannot get
@@ -130,6 +132,17 @@ class InstanceShape:
         return capacity - (11 * self.max_pods + 255) - 100
 
     @property
+    def allocatable_ephemeral_gib(self) -> int:
+        """Ephemeral storage Karpenter expects the node to offer pods with instanceStorePolicy RAID0
+        (types.go at v1.14.1): capacity is the instance store's TotalSizeInGB, in decimal GB
+        (ephemeralStorage L368-374), less kube-reserved 1Gi (L525) and the eviction threshold,
+        10 % of capacity rounded up (L557). emptyDir volumes live there (Karpenter docs,
+        concepts/nodeclasses.md "spec.instanceStorePolicy": the RAID0 array is the filesystem of
+        the kubelet and containerd)."""
+        capacity = self.instance_store_gb * 10 ** 9
+        return math.floor((capacity - 2 ** 30 - math.ceil(capacity / 10)) / 2 ** 30)
+
+    @property
     def allocatable_cpu_millicores(self) -> int:
         """vCPUs minus Karpenter's kube-reserved CPU: 6 % of the first core, 1 % of the second,
         0.5 % of the third and fourth, 0.25 % of the rest (kubeReservedResources, as above)."""
@@ -147,9 +160,9 @@ INSTANCE_SHAPES: dict[str, InstanceShape] = {
     # ~$35.76/h: the one figure found, from a third-party source for us-east-1 in 2026-02 (docs/facts.md,
     # "Regions and capacity"); no AWS page was found, and Karpenter's us-east-1 table has no trn2.
     "trn2.48xlarge": InstanceShape(neuron_devices=16, vcpus=192, memory_mib=2097152, primary_network_gbps=200,
-                                   default_card_enis=2, ipv4_per_eni=50, approx_hourly_usd=35.76),
+                                   default_card_enis=2, ipv4_per_eni=50, instance_store_gb=7600, approx_hourly_usd=35.76),
     "trn2.3xlarge": InstanceShape(neuron_devices=1, vcpus=12, memory_mib=131072, primary_network_gbps=50,
-                                  default_card_enis=2, ipv4_per_eni=15),
+                                  default_card_enis=2, ipv4_per_eni=15, instance_store_gb=470),
 }
 
 # The Neuron DRA driver exposes connected device groups of these sizes only

@@ -96,8 +96,6 @@ class ServingSettings:
     logical_neuron_cores: int
     max_num_seqs: int
     max_model_len: int
-    node_cache_path: str
-    """Host path on the node's RAID0 instance store where weights are cached once per node."""
     neuron_config: dict[str, Any] = field(default_factory=dict)
     """Engine settings every variant compiles with (NxDI NeuronConfig fields for nxdi-legacy,
     plugin neuron_config fields for vllm-neuron), e.g. seed 004's kernels and buckets."""

@@ -69,7 +69,7 @@ from .model import (
 )
 from .naming import name_problems, stack_slug
 from .semantics import engine_failures
-from .server import RESERVED_ENVIRONMENT
+from .server import RESERVED_ENVIRONMENT, node_cache_gib
 from .store import UNPINNED_REVISION, is_commit
 from .versions import AMI_ALIASES, BENCHMARK_IMAGE, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS, LLMPERF_COMMIT
 
@@ -275,6 +275,14 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     paths = [v.artifact_path for v in spec.variants]
     for path in sorted({p for p in paths if paths.count(p) > 1}):
         problems.append(("variants", f"two variants compile into the same path {path}; they would overwrite each other"))
+    shape = spec.capacity.shape
+    for index, variant in enumerate(spec.variants):
+        # Each server's cache is an emptyDir on the node's instance store: its share of it, by devices.
+        share = shape.allocatable_ephemeral_gib * variant.devices // shape.neuron_devices
+        if node_cache_gib(variant) > share:
+            problems.append((f"variants[{index}]", f"its weights and compiled set need {node_cache_gib(variant)} GiB of the node's "
+                                                   f"instance store; its share of a {spec.capacity.instance_type} is {share} GiB "
+                                                   "(give it more devices: serving.devicesPerVariant)"))
     semantic = [problem for index, variant in enumerate(spec.variants) for problem in _engine_problems(f"variants[{index}]", variant)]
     problems += sorted(set(semantic), key=semantic.index)  # a serving-wide setting: once, not per variant
     _raise_if(stack, problems)
@@ -597,11 +605,13 @@ def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str,
         logical_neuron_cores=lnc or 2,
         max_num_seqs=s.integer("maxNumSeqs", low=1, high=256),
         max_model_len=max_model_len,
-        node_cache_path=s.string("nodeCachePath", "/mnt/k8s-disks/0/model-cache", pattern=re.compile(r"^/[A-Za-z0-9._/-]+$"), hint="an absolute host path"),
         neuron_config=_neuron_config(s, "neuronConfig", engine),
         environment=_environment(s),
         max_num_batched_tokens=batched,
     )
+    if "nodeCachePath" in s.raw:
+        s.problem("nodeCachePath", "is no longer used: each server's cache is an emptyDir on the node's instance store, "
+                                   "not a host path (README, 'Security'); remove it")
     tp = s.integer("tensorParallelSize", None, low=1)
     if tp is not None and devices and lnc and tp != serving.tensor_parallel_size:
         s.problem("tensorParallelSize", f"{tp} does not match devicesPerVariant x (8 / logicalNeuronCores) = {devices} x {8 // lnc} = {serving.tensor_parallel_size}; omit it to derive it")

@@ -34,6 +34,23 @@ def local_copy(model: PreparedModel) -> str:
     return f"{NODE_CACHE_MOUNT}/{model.prefix.rstrip('/')}"
 
 
+def compiled_set_gib(variant: Variant) -> int:
+    """nxdi-legacy saves the sharded weights with the graphs (save_sharded_checkpoint): about the
+    target's checkpoint. The plugin's cache holds graphs only, of a size nobody publishes: 0 here."""
+    return variant.prepared_target.checkpoint_gib if variant.engine == "nxdi-legacy" else 0
+
+
+GRAPHS_AND_CACHES_GIB = 50
+"""Room beside weights and the compiled set: the plugin's graphs, the hub and compiler caches."""
+
+
+def node_cache_gib(variant: Variant) -> int:
+    """The server's cache on the node's NVMe (an emptyDir): its prepared models, its compiled set and
+    room for graphs and caches, with a tenth to spare."""
+    weights = sum(m.checkpoint_gib for m in variant.prepared_models)
+    return -(-(weights + compiled_set_gib(variant) + GRAPHS_AND_CACHES_GIB) * 11 // 10)
+
+
 def model_reference(variant: Variant) -> str:
     return local_copy(variant.prepared_target)
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import StackSpec, Variant
+from .model import StackSpec
+from .server import compiled_set_gib
 
 GBIT = 1e9 / 8
 """Bytes per second in one Gbit/s."""
@@ -52,12 +53,6 @@ class Step:
 
 def _transfer_minutes(gib: float, *rates: Rate) -> float:
     return sum(gib * 2 ** 30 / rate.bytes_per_second for rate in rates) / 60
-
-
-def compiled_set_gib(variant: Variant) -> float:
-    """nxdi-legacy saves the sharded weights with the graphs (save_sharded_checkpoint): about the
-    target's checkpoint. The plugin's cache holds graphs only, of a size nobody publishes: 0 here."""
-    return float(variant.prepared_target.checkpoint_gib) if variant.engine == "nxdi-legacy" else 0.0
 
 
 def cold_path(spec: StackSpec) -> list[Step]:

@@ -117,15 +117,24 @@ def test_job_installs_verified_dependencies_then_runs_offline(recording, spec):
     lines = container["command"][-1].splitlines()
     assert lines[0] == "set -euo pipefail"
     pip = next(line for line in lines if line.startswith("pip install"))
-    assert "--require-hashes --no-deps -r benchmark/requirements-pod.lock" in pip and "FATAL" in pip
+    assert "--require-hashes --no-deps --target /opt/deps -r benchmark/requirements-pod.lock" in pip and "FATAL" in pip
     assert f"python -m benchmark.podsetup --commit {spec.benchmark.llmperf_commit} " in container["command"][-1]
-    assert "export HF_HOME=/opt/hf HF_HUB_OFFLINE=1" in lines and lines[-1].startswith("exec python -m benchmark.driver ")
+    assert "export HF_HOME=/opt/work/hf HF_HUB_OFFLINE=1" in lines and lines[-1].startswith("exec python -m benchmark.driver ")
     env = {e["name"]: e for e in container["env"]}
     assert env["METRICS_NAMESPACE"]["value"] == spec.benchmark.metrics_namespace and env["RESULTS_PREFIX"]["value"] == f"results/{spec.name}/"
     if spec.requires_hugging_face_token:
         assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"] == {"name": "hugging-face", "key": "token"}
     else:
         assert "HF_TOKEN" not in env
+    # Restricted: a user with no account on a read-only root, writing only to its emptyDirs.
+    assert container["securityContext"] == {
+        "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}
+    mounts = {m["mountPath"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for path in ("/opt/deps", "/opt/work", "/tmp", "/results", "/dev/shm"):
+        assert "emptyDir" in volumes[mounts[path]["name"]], path
+    assert env["PYTHONPATH"]["value"] == "/opt/deps:/opt/benchmark" and env["HOME"]["value"] == "/tmp"
     paths = {i["path"] for i in pod["volumes"][0]["configMap"]["items"]}
     assert paths == {f"benchmark/{m}" for m in POD_MODULES + (POD_LOCK,)} | {
         "run-config.json", f"benchmark/llmperf/{spec.benchmark.llmperf_commit}.manifest"}

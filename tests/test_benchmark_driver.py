@@ -545,6 +545,9 @@ def test_llmperfs_command_environment_and_deadline():
     assert driver.llmperf_environment("http://127.0.0.1:4711/v1", Path("/opt/llmperf")) == {
         "OPENAI_API_BASE": "http://127.0.0.1:4711/v1", "OPENAI_API_KEY": "not-used", "PYTHONPATH": "/opt/llmperf/src",
         "RAY_USAGE_STATS_ENABLED": "0"}
+    # The pod's dependencies stay importable behind LLMPerf's src/.
+    assert driver.llmperf_environment("http://x", Path("/opt/work/llmperf"), "/opt/deps:/opt/benchmark")["PYTHONPATH"] == \
+        "/opt/work/llmperf/src:/opt/deps:/opt/benchmark"
 
 
 class InlineExecutor:

@@ -30,6 +30,16 @@ def test_each_shape_figure_is_what_ec2_describes(instance_type):
     assert shape.ipv4_per_eni == network["Ipv4AddressesPerInterface"]
     assert shape.primary_network_gbps == network["NetworkCards"][0]["BaselineBandwidthInGbps"]
     assert shape.neuron_devices == sum(d["Count"] for d in info["NeuronInfo"]["NeuronDevices"])
+    assert shape.instance_store_gb == info["InstanceStorageInfo"]["TotalSizeInGB"]
+
+
+@pytest.mark.parametrize("instance_type, gib", [
+    # 7600 GB less 1 GiB kube-reserved and 760 GB eviction threshold: (7600e9 - 2^30 - 760e9) / 2^30.
+    ("trn2.48xlarge", 6369),
+    ("trn2.3xlarge", 392),
+])
+def test_karpenter_ephemeral_storage_by_its_own_arithmetic(instance_type, gib):
+    assert INSTANCE_SHAPES[instance_type].allocatable_ephemeral_gib == gib
 
 
 @pytest.mark.parametrize("instance_type, pods, memory_mib, cpu_millicores", [

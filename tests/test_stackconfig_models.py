@@ -19,7 +19,9 @@ def test_a_declared_model_is_served_with_the_facts_given():
     # One 4096-token bucket: FP8 kernels must not meet buckets of 1024 or less (stackconfig/semantics.py).
     values = with_edits(SMALL, {"models": {"example/Big-FP8": model}, "variants.0.target": "example/Big-FP8",
                                 "variants.0.quantization": "fp8", "huggingFaceToken": "hf_x",
-                                "serving.maxModelLen": 4096, "serving.neuronConfig": {"enable_bucketing": False}})
+                                "serving.maxModelLen": 4096, "serving.neuronConfig": {"enable_bucketing": False},
+                                # The whole node: 2000B parameters and their compiled set need ~4 TiB of its NVMe.
+                                "serving.devicesPerVariant": 16})
     base = parse(values).variant("base")
     assert base.target_info == ModelInfo("qwen3.5_x-y", gated=True, params_billion=2000, checkpoint_dtype="fp8", kind="model",
                                          draft_for=(), layers=40, bf16_modules=("lm_head", "layers.0.self_attn"))

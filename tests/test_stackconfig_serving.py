@@ -21,7 +21,7 @@ from .stackconfig_helpers import (
 def test_serving_defaults():
     assert parse(SMALL).serving == ServingSettings(
         engine="nxdi-legacy", image=None, target="Qwen/Qwen3-32B", devices_per_variant=8, logical_neuron_cores=2,
-        max_num_seqs=4, max_model_len=1024, node_cache_path="/mnt/k8s-disks/0/model-cache", neuron_config={},
+        max_num_seqs=4, max_model_len=1024, neuron_config={},
         environment={}, max_num_batched_tokens=None)
 
 
@@ -29,11 +29,11 @@ def test_every_serving_setting_lands_in_the_spec():
     serving = parse(with_edits(PLUGIN, {"serving": {
         "engine": "vllm-neuron", "image": "example.com/neuron/vllm:1.0-sdk2.32", "target": "meta-llama/Llama-3.1-8B-Instruct", "devicesPerVariant": 2,
         "logicalNeuronCores": 1, "tensorParallelSize": 16, "maxNumSeqs": 256, "maxModelLen": 16384,
-        "maxNumBatchedTokens": 16384, "nodeCachePath": "/Data/Model_Cache-2.x", "neuronConfig": {"ep_degree": 1},
+        "maxNumBatchedTokens": 16384, "neuronConfig": {"ep_degree": 1},
         "environment": {"NEURON_RT_EXEC_TIMEOUT": "600", "_X1": ""}}})).serving
     assert serving == ServingSettings(
         engine="vllm-neuron", image="example.com/neuron/vllm:1.0-sdk2.32", target="meta-llama/Llama-3.1-8B-Instruct", devices_per_variant=2,
-        logical_neuron_cores=1, max_num_seqs=256, max_model_len=16384, node_cache_path="/Data/Model_Cache-2.x",
+        logical_neuron_cores=1, max_num_seqs=256, max_model_len=16384,
         neuron_config={"ep_degree": 1}, environment={"NEURON_RT_EXEC_TIMEOUT": "600", "_X1": ""}, max_num_batched_tokens=16384)
 
 
@@ -79,7 +79,9 @@ SEGMENTS = "use a KV segment size: 512, 1024, 2048, 4096, 8192"
     (SMALL, {"serving.target": None}, [("serving.target", "is required (a Hugging Face model id)")]),
     (SMALL, {"serving.target": "Qwen/Qwen9"},
      [("serving.target", f"'Qwen/Qwen9' is not a known model: declare it under `models` (README, 'Models'); known: {KNOWN_MODELS}")]),
-    (SMALL, {"serving.nodeCachePath": "relative/path"}, [("serving.nodeCachePath", "'relative/path' is not valid: an absolute host path")]),
+    (SMALL, {"serving.nodeCachePath": "/etc"}, [("serving.nodeCachePath", "is no longer used: each server's cache is an emptyDir on "
+                                                                           "the node's instance store, not a host path (README, 'Security'); "
+                                                                           "remove it")]),
     (SMALL, {"serving.tensorParallelSize": 0}, [("serving.tensorParallelSize", "0 is outside >= 1")]),
     (SMALL, {"serving.tensorParallelSize": 1}, [("serving.tensorParallelSize", "1 does not match devicesPerVariant x (8 / "
                                                                                 "logicalNeuronCores) = 8 x 4 = 32; omit it to derive it")]),
@@ -225,3 +227,12 @@ def test_every_variable_the_program_sets_is_refused_in_serving_environment_whate
             assert set(ENGINE_ENVIRONMENT[variant.engine]) & set(environment(variant))
     allowed = parse(with_edits(SMALL, {"serving.environment": {"NEURON_RT_EXEC_TIMEOUT": "600"}}))
     assert environment(allowed.variants[0])["NEURON_RT_EXEC_TIMEOUT"] == "600"
+
+
+def test_a_servers_cache_must_fit_its_share_of_the_nodes_instance_store():
+    """405B weights and its compiled set (~1.7 TiB with room) on one device's sixteenth of 6369 GiB."""
+    values = with_edits(SMALL, {"huggingFaceToken": "hf_x", "serving.target": "meta-llama/Llama-3.1-405B-Instruct",
+                                "serving.devicesPerVariant": 1, "variants.1.draft": "meta-llama/Llama-3.2-1B-Instruct"})
+    found = dict(problem_list(values))
+    assert found["variants[0]"] == ("its weights and compiled set need 1716 GiB of the node's instance store; its share of a "
+                                    "trn2.48xlarge is 398 GiB (give it more devices: serving.devicesPerVariant)")

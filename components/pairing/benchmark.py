@@ -10,7 +10,17 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from benchmark.pod import CODE_MOUNT, RUN_CONFIG, code_items, pod_code, setup_script
+from benchmark.pod import (
+    CODE_MOUNT,
+    RUN_AS,
+    RUN_CONFIG,
+    WRITABLE_VOLUMES,
+    code_items,
+    pod_code,
+    pod_environment,
+    security_context,
+    setup_script,
+)
 from stackconfig import StackSpec
 from stackconfig.semantics import serves_greedily
 from stackconfig.store import COMMIT_FILE
@@ -76,6 +86,9 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
                 "terminationGracePeriodSeconds": 60,
                 # On the on-demand system nodes: the benchmark must not take trn2 capacity.
                 "nodeSelector": node_selector,
+                # The "restricted" Pod Security Standard: a user with no account, a read-only root,
+                # and an emptyDir for every path it writes (benchmark/pod.py WRITABLE_VOLUMES).
+                "securityContext": {"runAsNonRoot": True, "fsGroup": RUN_AS, "seccompProfile": {"type": "RuntimeDefault"}},
                 "containers": [{
                     "name": "llmperf",
                     "image": spec.benchmark.image,
@@ -85,17 +98,24 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
                         {"name": "RESULTS_BUCKET", "value": bucket},
                         {"name": "RESULTS_PREFIX", "value": prefix},
                         {"name": "JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}},
-                        {"name": "PYTHONUNBUFFERED", "value": "1"},
-                    ] + token_env(token_secret),  # the tokenizer download uses the stack's token when it has one
+                    ] + [{"name": k, "value": v} for k, v in pod_environment().items()]
+                    + token_env(token_secret),  # the tokenizer download uses the stack's token when it has one
                     "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
+                    "securityContext": security_context(),
                     "volumeMounts": [{"name": "code", "mountPath": CODE_MOUNT, "readOnly": True},
-                                     {"name": "results", "mountPath": "/results"}],
+                                     {"name": "dshm", "mountPath": "/dev/shm"}]
+                                    + [{"name": writable_volume(path), "mountPath": path} for path in WRITABLE_VOLUMES],
                 }],
                 "volumes": [{"name": "code", "configMap": {"name": config_map, "items": code_items(commit)}},
-                            {"name": "results", "emptyDir": {}}],
+                            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
+                           + [{"name": writable_volume(path), "emptyDir": {"sizeLimit": size}} for path, size in WRITABLE_VOLUMES.items()],
             },
         },
     }
+
+
+def writable_volume(path: str) -> str:
+    return "results" if path == "/results" else path.strip("/").replace("/", "-")
 
 
 @dataclass(frozen=True)

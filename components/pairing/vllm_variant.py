@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 from modelstore.pod import code_items
 from stackconfig.catalog import INSTANCE_SHAPES
 from stackconfig.model import MODEL_STORE_MOUNT_PATH, Variant
-from stackconfig.server import NODE_CACHE_MOUNT, VLLM_PORT, arguments, environment
+from stackconfig.server import NODE_CACHE_MOUNT, VLLM_PORT, arguments, environment, node_cache_gib
 
 from ..handle import ClusterHandle
 from .claim_templates import CLAIM_REQUEST
@@ -57,13 +57,14 @@ def labels(variant: Variant) -> dict[str, str]:
 
 
 def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[str, str], instance_type: str,
-             claim_template: str, model_store_claim: str, node_cache_path: str, script_config_map: pulumi.Input[str],
+             claim_template: str, model_store_claim: str, script_config_map: pulumi.Input[str],
              code_config_map: pulumi.Input[str], bucket: pulumi.Input[str], region: str) -> dict:
     """Plain data with Outputs only at the leaves (ConfigMap and bucket names). No Hugging Face
     token: the server never reaches the hub."""
     probe = {"httpGet": {"path": "/health", "port": VLLM_PORT}}
     budget = variant.startup_budget_seconds
     requests = resource_requests(variant, instance_type)
+    cache = node_cache_gib(variant)
     return {
         "serviceAccountName": SERVICE_ACCOUNT,
         # No container calls the Kubernetes API; the publisher's AWS token is a projected volume of its own.
@@ -80,7 +81,9 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
             "args": arguments(variant),
             "env": [{"name": k, "value": v} for k, v in environment(variant).items()],
             "ports": [{"name": "http", "containerPort": VLLM_PORT}],
-            "resources": {"requests": requests, "limits": {"memory": requests["memory"]}, "claims": [{"name": CLAIM_REQUEST}]},
+            "resources": {"requests": {**requests, "ephemeral-storage": f"{cache}Gi"},
+                          "limits": {"memory": requests["memory"], "ephemeral-storage": f"{cache}Gi"},
+                          "claims": [{"name": CLAIM_REQUEST}]},
             "startupProbe": {**probe, "periodSeconds": 60, "failureThreshold": budget // 60, "timeoutSeconds": 5},
             "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 5},
             "livenessProbe": {**probe, "periodSeconds": 30, "failureThreshold": 5, "timeoutSeconds": 10},
@@ -93,8 +96,10 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
         }],
         "volumes": [
             {"name": "model-store", "persistentVolumeClaim": {"claimName": model_store_claim}},
-            # On the RAID0 instance store: weights and compiled graphs downloaded once per node.
-            {"name": "node-cache", "hostPath": {"path": node_cache_path, "type": "DirectoryOrCreate"}},
+            # On the RAID0 instance store, which kubelet's ephemeral storage sits on (Karpenter docs,
+            # concepts/nodeclasses.md "spec.instanceStorePolicy"): the weights and compiled set,
+            # copied once per pod. No host path.
+            {"name": "node-cache", "emptyDir": {"sizeLimit": f"{cache}Gi"}},
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
             {"name": "scripts", "configMap": {"name": script_config_map, "defaultMode": 0o555}},
             {"name": "modelstore-code", "configMap": {"name": code_config_map, "items": code_items()}},
@@ -134,7 +139,7 @@ class VllmVariant(pulumi.ComponentResource):
         spec = pod_spec(variant, node_labels=args.node_labels, toleration=args.cluster.neuron_toleration,
                         instance_type=args.instance_type,
                         claim_template=args.claim_template, model_store_claim=args.model_store_claim,
-                        node_cache_path=variant.serving.node_cache_path, script_config_map=args.script_config_map,
+                        script_config_map=args.script_config_map,
                         code_config_map=args.code_config_map, bucket=args.cluster.model_bucket, region=args.cluster.region)
         k8s.apps.v1.Deployment(
             name,
