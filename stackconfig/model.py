@@ -103,6 +103,9 @@ class ServingSettings:
     """Extra environment for the servers (e.g. NEURON_RT_EXEC_TIMEOUT); program-managed names refused."""
     max_num_batched_tokens: int | None = None
     """vllm-neuron only: the prefill token budget (default derived from max_model_len)."""
+    seccomp_runtime_default: bool = True
+    """serving.seccompProfile: RuntimeDefault (True), or "unset" to run the servers under the node's
+    default, as the source documents did, should the Neuron runtime need a call RuntimeDefault denies."""
 
     @property
     def tensor_parallel_size(self) -> int:

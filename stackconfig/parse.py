@@ -582,7 +582,7 @@ def _pinned_image(value: str) -> str | None:
 
 
 SERVING_KEYS = {"engine", "image", "target", "devicesPerVariant", "logicalNeuronCores", "tensorParallelSize", "maxNumSeqs",
-                "maxModelLen", "maxNumBatchedTokens", "nodeCachePath", "neuronConfig", "environment"}
+                "maxModelLen", "maxNumBatchedTokens", "nodeCachePath", "neuronConfig", "environment", "seccompProfile"}
 _ENVIRONMENT_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -608,6 +608,7 @@ def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str,
         neuron_config=_neuron_config(s, "neuronConfig", engine),
         environment=_environment(s),
         max_num_batched_tokens=batched,
+        seccomp_runtime_default=s.string("seccompProfile", "RuntimeDefault", choices=("RuntimeDefault", "unset")) != "unset",
     )
     if "nodeCachePath" in s.raw:
         s.problem("nodeCachePath", "is no longer used: each server's cache is an emptyDir on the node's instance store, "

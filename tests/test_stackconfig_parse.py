@@ -84,7 +84,7 @@ def test_a_stack_name_too_long_for_its_names():
 
 PAIRING_KEYS = "benchmark, capacity, cluster, huggingFaceToken, modelRevisions, modelStore, models, platform, serving, stackKind, tags, variants"
 SERVING_KEYS = ("devicesPerVariant, engine, environment, image, logicalNeuronCores, maxModelLen, maxNumBatchedTokens, maxNumSeqs, "
-                "neuronConfig, nodeCachePath, target, tensorParallelSize")
+                "neuronConfig, nodeCachePath, seccompProfile, target, tensorParallelSize")
 
 
 @pytest.mark.parametrize("values, problems", [

@@ -30,6 +30,17 @@ DAEMONSET_CPU_MILLICORES = 2000
 DAEMONSET_MEMORY_MIB = 8 * 1024
 
 
+SERVER_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "privileged": False, "capabilities": {"drop": ["ALL"]}}
+"""The vLLM container: no capability at all (NET_RAW included) and no way to gain one. The Neuron
+documentation names no capability the runtime needs when devices come as device nodes, as the DRA
+driver gives them; its DLC quickstarts add SYS_ADMIN and IPC_LOCK to `docker run` without a reason,
+and memlock matters only with EFA, which one node does not use (docs/facts.md, "Serving engines on
+Trainium2"). It runs as root: neither DLC image sets a USER (aws-neuron/deep-learning-containers
+vllm/inference/0.9.1 and 0.24.0.1.1.0 Dockerfile.neuronx), and the device files the DRA driver
+creates are not documented, so a non-root user's access to them cannot be confirmed; nor a
+read-only root, where the runtime's and vLLM's default cache and scratch paths are not all known."""
+
+
 def endpoint(variant: Variant, namespace: str) -> str:
     """The variant's OpenAI-compatible base URL inside the cluster: plain data, from names the
     config derives (Service vllm-<variant> in the pairing's namespace)."""
@@ -67,6 +78,8 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
     cache = node_cache_gib(variant)
     return {
         "serviceAccountName": SERVICE_ACCOUNT,
+        # RuntimeDefault seccomp unless the stack opts out (serving.seccompProfile: README, "Security").
+        **({"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}} if variant.serving.seccomp_runtime_default else {}),
         # No container calls the Kubernetes API; the publisher's AWS token is a projected volume of its own.
         "automountServiceAccountToken": False,
         "nodeSelector": node_labels,
@@ -81,6 +94,7 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
             "args": arguments(variant),
             "env": [{"name": k, "value": v} for k, v in environment(variant).items()],
             "ports": [{"name": "http", "containerPort": VLLM_PORT}],
+            "securityContext": SERVER_SECURITY_CONTEXT,
             "resources": {"requests": {**requests, "ephemeral-storage": f"{cache}Gi"},
                           "limits": {"memory": requests["memory"], "ephemeral-storage": f"{cache}Gi"},
                           "claims": [{"name": CLAIM_REQUEST}]},

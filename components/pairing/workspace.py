@@ -8,6 +8,15 @@ import pulumi_kubernetes as k8s
 
 from ..handle import ClusterHandle
 
+POD_SECURITY_LABELS = {
+    # Enforced: baseline, which the vLLM servers meet (root, no capability, RuntimeDefault seccomp, no
+    # host path); every other pod meets restricted, which is warned and audited for all.
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+"""Pod Security Admission levels of a pairing's namespace (Kubernetes Pod Security Standards)."""
+
 
 @dataclass(frozen=True)
 class WorkspaceArgs:
@@ -27,7 +36,7 @@ class Workspace(pulumi.ComponentResource):
         previous = pulumi.Alias(name="cluster-workloads", parent=pulumi.create_urn("cluster", "sdtrn2:cluster:Cluster"))
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata={"name": args.namespace, "labels": args.labels},
+            metadata={"name": args.namespace, "labels": {**args.labels, **POD_SECURITY_LABELS}},
             opts=args.cluster.k8s_options(self, aliases=[previous]),
         )
         self.namespace = namespace.metadata.name
