@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,13 @@ EKS_ADDONS: dict[str, dict[str, AddonPin]] = {
         "amazon-cloudwatch-observability": AddonPin("v4.10.2-eksbuild.1", KEPT_FOR_1_34),
     },
     "1.35": {
-        "vpc-cni": AddonPin(None, EKS_DEFAULT_SOURCE),
+        # Pinned, not EKS's default: public configurations record v1.21.1-eksbuild.1 as the 1.35
+        # default, whose network policy agent drops all traffic (VPC_CNI_BROKEN_WITH_NETWORK_POLICY).
+        "vpc-cni": AddonPin("v1.22.1-eksbuild.2", "EKS upgrade insights list it among the vpc-cni builds compatible with "
+                                                  "1.35 (v1.21.2-eksbuild.2, v1.22.1-eksbuild.2, v1.22.2-eksbuild.1, "
+                                                  "v1.22.3-eksbuild.1), and public 1.35 cluster configurations pin it beside "
+                                                  "kube-proxy v1.35.3 (code search); its network policy agent is v1.3.5, "
+                                                  "which carries the fix (aws/amazon-vpc-cni-k8s charts/aws-vpc-cni/values.yaml)"),
         "coredns": AddonPin("v1.14.2-eksbuild.4", "EKS user guide, 'Manage CoreDNS', CoreDNS versions table, 1.35 row "
                                                   "(docs.amazonaws.cn/en_us/eks/latest/userguide/managing-coredns.md)"),
         "kube-proxy": AddonPin("v1.35.3-eksbuild.2", "EKS user guide, 'Manage kube-proxy', kube-proxy versions table, 1.35 row "
@@ -89,16 +96,42 @@ EKS_ADDONS: dict[str, dict[str, AddonPin]] = {
 }
 
 
-def addon_requirement(addon: str, kubernetes_version: str) -> str | None:
-    """A prefix every build of `addon` must have on `kubernetes_version`, whether pinned or EKS's
-    default: kube-proxy's minor is the cluster's (Kubernetes version skew policy: kube-proxy must
-    not be newer than the API server, and EKS builds it per minor); the Mountpoint driver must be
-    v2, whose unprivileged mount pods the volume's mount options are written for
-    (components/pairing/model_volume.py mount_options)."""
+@dataclass(frozen=True)
+class BuildRequirement:
+    """What every build of an add-on must be on a Kubernetes version, pinned or EKS's default."""
+
+    description: str
+    """Said when a build fails it, after "is not"."""
+    allows: Callable[[str], bool]
+
+
+VPC_CNI_BROKEN_WITH_NETWORK_POLICY = ("v1.21.0-", "v1.21.1-", "v1.22.0-")
+"""vpc-cni builds whose network policy agent dropped all traffic on EKS 1.34 with AL2023
+(aws/aws-network-policy-agent issues #553 and #570; fixed by PR #551 in agent v1.3.5, shipped from
+vpc-cni v1.21.2 and v1.22.1). Network policy itself needs v1.14.0 or later (EKS user guide,
+"Configure your cluster for Kubernetes network policies")."""
+
+
+def _version(build: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in build.lstrip("v").split("-")[0].split("."))
+
+
+def addon_requirement(addon: str, kubernetes_version: str) -> BuildRequirement | None:
+    """kube-proxy's minor is the cluster's (Kubernetes version skew policy: kube-proxy must not be
+    newer than the API server, and EKS builds it per minor); the Mountpoint driver must be v2, whose
+    unprivileged mount pods the volume's mount options are written for
+    (components/pairing/model_volume.py mount_options); vpc-cni must enforce network policy
+    (components/pairing/network_policy.py) without the agent that dropped all traffic."""
     if addon == "kube-proxy":
-        return f"v{kubernetes_version}."
+        prefix = f"v{kubernetes_version}."
+        return BuildRequirement(f"{prefix}*", lambda build: build.startswith(prefix))
     if addon == "aws-mountpoint-s3-csi-driver":
-        return "v2."
+        return BuildRequirement("v2.*", lambda build: build.startswith("v2."))
+    if addon == "vpc-cni":
+        return BuildRequirement(
+            f"v1.14.0 or later, other than {', '.join(b.rstrip('-') for b in VPC_CNI_BROKEN_WITH_NETWORK_POLICY)} "
+            "(their network policy agent drops all traffic)",
+            lambda build: _version(build) >= (1, 14, 0) and not build.startswith(VPC_CNI_BROKEN_WITH_NETWORK_POLICY))
     return None
 
 

@@ -359,7 +359,8 @@ def test_addons_pass_with_each_pin_offered_and_each_default_named():
     spec = spec_of()
     result = addons_answer(spec, offered_as_planned(spec))
     assert result.status == "PASS", result.found
-    assert "vpc-cni v1.21.1-eksbuild.1 (EKS default)" in result.found and "coredns v1.14.2-eksbuild.4," in result.found
+    assert "vpc-cni v1.22.1-eksbuild.2," in result.found and "coredns v1.14.2-eksbuild.4," in result.found
+    assert "amazon-cloudwatch-observability v4.10.2-eksbuild.1 (EKS default)" in result.found
     assert "pinned" not in result.found  # every pin is EKS's default here
 
 
@@ -384,11 +385,19 @@ def test_an_eks_default_the_program_cannot_run_fails():
     spec = spec_of()
     answers = offered_as_planned(spec)
     answers["aws-mountpoint-s3-csi-driver"] = [("v1.15.0-eksbuild.1", True)]
-    answers["vpc-cni"] = [("v1.22.4-eksbuild.3", False)]
+    answers["amazon-cloudwatch-observability"] = [("v4.10.3-eksbuild.1", False)]
     result = addons_answer(spec, answers)
     assert result.status == "FAIL"
     assert "aws-mountpoint-s3-csi-driver v1.15.0-eksbuild.1 is not v2.* (EKS default)" in result.found
-    assert "vpc-cni: EKS marks no default build and none is pinned" in result.found
+    assert "amazon-cloudwatch-observability: EKS marks no default build and none is pinned" in result.found
+
+
+@pytest.mark.parametrize("build, allowed", [("v1.20.4-eksbuild.1", True), ("v1.22.1-eksbuild.2", True), ("v1.21.2-eksbuild.2", True),
+                                            ("v1.21.1-eksbuild.1", False), ("v1.22.0-eksbuild.1", False), ("v1.13.4-eksbuild.1", False)])
+def test_a_vpc_cni_build_whose_network_policy_agent_drops_all_traffic_is_refused(build, allowed):
+    from stackconfig.versions import addon_requirement
+
+    assert addon_requirement("vpc-cni", "1.35").allows(build) is allowed
 
 
 def test_a_build_offered_only_for_another_kubernetes_version_fails():
@@ -412,7 +421,7 @@ def test_a_deployed_stack_is_told_which_addons_the_next_up_moves():
     old = {name: pin.build for name, pin in stack_addons("1.34", "irsa").items()}
     result = addons_answer(spec, offered_as_planned(spec), deployed=old)
     assert result.status == "WARN"
-    assert "the next `pulumi up` changes vpc-cni v1.20.4-eksbuild.1 -> v1.21.1-eksbuild.1; kube-proxy" in result.found
+    assert "the next `pulumi up` changes vpc-cni v1.20.4-eksbuild.1 -> v1.22.1-eksbuild.2; kube-proxy" in result.found
 
 
 def test_the_pod_identity_agent_is_checked_only_when_installed():

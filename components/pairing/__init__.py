@@ -19,6 +19,7 @@ from .dashboard import Dashboard, DashboardArgs
 from .model_access import ModelAccess, ModelAccessArgs
 from .model_preparation import ModelPreparation, ModelPreparationArgs
 from .model_volume import ModelVolume, ModelVolumeArgs
+from .network_policy import NetworkFence, NetworkFenceArgs
 from .server_access import ServerAccess, ServerAccessArgs
 from .serving import Serving, ServingArgs
 from .trn2_nodes import Trn2Nodes, Trn2NodesArgs
@@ -42,6 +43,7 @@ def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[
     with_aws = pulumi.ResourceOptions(providers=[provider])
     workspace = Workspace("workspace", WorkspaceArgs(
         cluster=cluster, namespace=spec.namespace, labels={PAIRING_LABEL: spec.name}))
+    fence = NetworkFence("network-fence", NetworkFenceArgs(cluster=cluster, namespace=workspace.namespace))
     trn2 = Trn2Nodes("trn2", Trn2NodesArgs(
         cluster=cluster,
         name=spec.node_pool_name,
@@ -71,7 +73,7 @@ def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[
         namespace=workspace.namespace,
         token_secret=model_access.secret_name if model_access else None,
         tags=tags,
-        depends_on=[model_access.secret] if model_access else [],
+        depends_on=[*fence.policies, *([model_access.secret] if model_access else [])],
     ), opts=with_aws)
     server_access = ServerAccess("server-access", ServerAccessArgs(
         spec=spec, cluster=cluster, namespace=workspace.namespace, tags=tags), opts=with_aws)
@@ -83,7 +85,8 @@ def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[
         claim_templates=claims.names,
         model_store_claim=volume.claim_name,
         code_config_map=preparation.code_config_map.metadata.name,
-        depends_on=[trn2.node_pool, *claims.templates, volume.claim, preparation.code_config_map, *server_access.grants],
+        depends_on=[trn2.node_pool, *claims.templates, volume.claim, preparation.code_config_map, *server_access.grants,
+                    *fence.policies],
     ))
     access = BenchmarkAccess("benchmark-access", BenchmarkAccessArgs(
         spec=spec, cluster=cluster, namespace=workspace.namespace, tags=tags), opts=with_aws)
@@ -92,7 +95,7 @@ def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[
         cluster=cluster,
         namespace=workspace.namespace,
         endpoints=serving.endpoints,
-        depends_on=[serving, *access.grants],
+        depends_on=[serving, *access.grants, *fence.policies],
         token_secret=model_access.secret_name if model_access else None,
     ))
     dashboard = Dashboard("dashboard", DashboardArgs(spec=spec), opts=with_aws)

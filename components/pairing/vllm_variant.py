@@ -175,8 +175,13 @@ class VllmVariant(pulumi.ComponentResource):
         k8s.core.v1.Service(
             f"{name}-svc",
             metadata={"name": workload, "namespace": args.namespace, "labels": labels(variant)},
+            # A numeric targetPort: the network policy controller admits the benchmark's egress to
+            # this ClusterIP only when the policy's port matches the Service's (a named targetPort
+            # sends it through a lookup on running pods, which finds none before the server starts).
+            # aws/amazon-network-policy-controller-k8s v1.1.7 pkg/resolvers/endpoints.go
+            # getMatchingServiceClusterIPs, pkg/k8s/service_utils.go LookupServiceListenPort.
             spec={"type": "ClusterIP", "selector": labels(variant),
-                  "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http"}]},
+                  "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": VLLM_PORT}]},
             opts=args.cluster.k8s_options(self),
         )
         self.endpoint = endpoint(variant, args.namespace_name)

@@ -25,7 +25,7 @@ def addon_version(addon: str, kubernetes_version: str, parent: pulumi.Resource) 
 def checked_build(addon: str, kubernetes_version: str, build: str) -> str:
     """EKS's default, refused before it is installed when it breaks what the program relies on."""
     required = addon_requirement(addon, kubernetes_version)
-    if required and not build.startswith(required):
+    if required and not required.allows(build):
         raise pulumi.RunError(f"EKS's default {addon} build for Kubernetes {kubernetes_version} is {build}; this program "
-                              f"needs {required}*: pin one in stackconfig/versions.py EKS_ADDONS")
+                              f"needs {required.description}: pin one in stackconfig/versions.py EKS_ADDONS")
     return build

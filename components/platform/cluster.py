@@ -93,7 +93,10 @@ class Cluster(pulumi.ComponentResource):
             # pulumi-eks 4.4.0 defaults the support type to EXTENDED (its upgrade_policy docstring):
             # without this a cluster moves to extended-support billing when its version ages.
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=args.support_type),
-            vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=versions["vpc-cni"]),
+            # Network policy enforced by the VPC CNI's node agent: each pairing namespace is fenced
+            # (components/pairing/network_policy.py). Needs a build that passes its requirement
+            # (stackconfig/versions.py addon_requirement).
+            vpc_cni_options=eks.VpcCniOptionsArgs(addon_version=versions["vpc-cni"], enable_network_policy=True),
             # pulumi-eks creates CoreDNS with the control plane when enabled (its default is
             # true: CoreDnsAddonOptionsArgs.enabled); it is created below, after the nodes.
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),

@@ -85,8 +85,8 @@ def check_addons(spec: StackSpec | PlatformSpec, eks: Any, deployed: dict[str, s
             failures.append(f"{addon}: EKS marks no default build and none is pinned")
             continue
         required = addon_requirement(addon, k8s)
-        if required and not build.startswith(required):
-            failures.append(f"{addon} {build} is not {required}* ({'pinned' if pin.build else 'EKS default'})")
+        if required and not required.allows(build):
+            failures.append(f"{addon} {build} is not {required.description} ({'pinned' if pin.build else 'EKS default'})")
             continue
         chosen[addon] = build if pin.build else f"{build} (EKS default)"
         if pin.build and answer.default and pin.build != answer.default:
