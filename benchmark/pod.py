@@ -13,7 +13,6 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 POD_MODULES = ("__init__.py", "acceptance.py", "analysis.py", "driver.py", "podsetup.py", "proxy.py", "publish.py",
                "results.py", "telemetry.py")
 POD_LOCK = "requirements-pod.lock"
-TOKENIZER_CACHE_PREFIX = "cache/tokenizers/"
 """Bucket prefix of LLMPerf's tokenizer, downloaded once and restored from there (podsetup.py)."""
 CODE_MOUNT = "/opt/benchmark"
 DEPS_MOUNT = "/opt/deps"
@@ -116,7 +115,7 @@ def setup_script(llmperf_commit: str) -> str:
         f" -r benchmark/{POD_LOCK}"
         f" || {{ echo 'FATAL: benchmark setup failed: pip could not install benchmark/{POD_LOCK}' >&2; exit 2; }}",
         f"python -m benchmark.podsetup --commit {llmperf_commit} --dest {LLMPERF_DIR} --hf-home {HF_HOME}"
-        f' --bucket "$RESULTS_BUCKET" --cache-prefix {TOKENIZER_CACHE_PREFIX}',
+        ' --bucket "$RESULTS_BUCKET" --cache-prefix "$TOKENIZER_CACHE_PREFIX"',
         f"export HF_HOME={HF_HOME} HF_HUB_OFFLINE=1",
         f"exec python -m benchmark.driver --config {CODE_MOUNT}/{RUN_CONFIG} --results-dir /results"
         f' --llmperf-dir {LLMPERF_DIR} --namespace "$METRICS_NAMESPACE" --bucket "$RESULTS_BUCKET" --prefix "$RESULTS_PREFIX"',

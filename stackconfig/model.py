@@ -21,7 +21,7 @@ from .engines import (
     powers_of_two_up_to,
 )
 from .naming import prefixed, slug, stack_slug
-from .store import UNPINNED_REVISION, PreparedModel
+from .store import COMPILED_ROOT, UNPINNED_REVISION, PreparedModel, StoreMount, staging_prefix
 
 Role = Literal["baseline", "sd"]
 Quantization = Literal["none", "fp8"]
@@ -33,8 +33,8 @@ no method is given) and "eagle" for an EAGLE head on nxdi-legacy; "eagle3" and "
 vllm-neuron (docs/facts.md, "vLLM on Neuron", "Serving engines")."""
 
 # Mountpoint for S3 is mounted at the same path as in the sample (seed 000).
-MODEL_STORE_MOUNT_PATH = "/var/mdl"
 RESULTS_ROOT = "results/"
+CACHE_ROOT = "cache/"
 CONTAINER_INSIGHTS_LOG_KINDS = ("application", "dataplane", "host", "performance")
 
 
@@ -222,6 +222,12 @@ class Variant:
         return (self.prepared_target,) + ((self.prepared_draft,) if self.prepared_draft else ())
 
     @property
+    def store_mounts(self) -> tuple[StoreMount, ...]:
+        """The prefixes the server reads: its prepared models, its committed set, its staging sets."""
+        return tuple(StoreMount(p) for p in (*(m.prefix for m in self.prepared_models), f"{self.artifact_path}/",
+                                             staging_prefix(self.artifact_path)))
+
+    @property
     def speculative_config(self) -> dict | None:
         if not self.is_speculative:
             return None
@@ -270,7 +276,7 @@ class Variant:
             shape += f"-{self.quantization}"
         if self.is_speculative:
             shape += f"-sd{self.num_speculative_tokens}-{slug(self.draft or '')}"
-        return f"compiled/{slug(self.target)}/{shape}-{self.compile_fingerprint}"
+        return f"{COMPILED_ROOT}{slug(self.target)}/{shape}-{self.compile_fingerprint}"
 
     @property
     def startup_budget_seconds(self) -> int:
@@ -403,10 +409,16 @@ class StackSpec:
         """Name of the pairing's EC2NodeClass and NodePool (cluster-scoped)."""
         return prefixed(self.stack)
 
+    def volume_name(self, mount: StoreMount) -> str:
+        """Name of the pairing's PersistentVolume onto one store prefix (cluster-scoped, so
+        derived from the stack; a claim binds only its own)."""
+        return f"{prefixed(self.stack)}-{mount.key}"
+
     @property
-    def volume_name(self) -> str:
-        """Name of the pairing's PersistentVolume onto the model store (cluster-scoped)."""
-        return f"{prefixed(self.stack)}-model-store"
+    def tokenizer_cache_prefix(self) -> str:
+        """LLMPerf's tokenizer, downloaded once and restored from here: per pairing, so no pairing's
+        benchmark can replace the tokenizer another one counts tokens with."""
+        return f"{CACHE_ROOT}{self.name}/tokenizers/"
 
     @property
     def results_prefix(self) -> str:
@@ -417,6 +429,11 @@ class StackSpec:
     def prepared_models(self) -> tuple[PreparedModel, ...]:
         """Every model the variants load, once each, in the variants' order."""
         return tuple(dict.fromkeys(m for v in self.variants for m in v.prepared_models))
+
+    @property
+    def store_mounts(self) -> tuple[StoreMount, ...]:
+        """Every store prefix a server of the pairing reads, once each: one volume per prefix."""
+        return tuple(dict.fromkeys(m for v in self.variants for m in v.store_mounts))
 
     @property
     def metric_dimensions(self) -> dict[str, dict[str, str]]:

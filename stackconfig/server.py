@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 from typing import Callable
 
-from .model import MODEL_STORE_MOUNT_PATH, Variant
-from .store import PreparedModel, staging_prefix
+from .model import Variant
+from .store import MODEL_STORE_MOUNT_PATH, PreparedModel, staging_prefix
 
 VLLM_PORT = 8000
 NODE_CACHE_MOUNT = "/node-cache"

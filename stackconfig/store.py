@@ -24,7 +24,12 @@ from .catalog import ModelInfo
 from .naming import slug
 
 WEIGHTS_ROOT = "weights/"
+COMPILED_ROOT = "compiled/"
 STAGING_ROOT = "staging/"
+SERVED_ROOTS = (WEIGHTS_ROOT, COMPILED_ROOT, STAGING_ROOT)
+"""What the servers read through Mountpoint. Results and the benchmark's caches are never mounted."""
+MODEL_STORE_MOUNT_PATH = "/var/mdl"
+"""Where a server sees the store: each prefix it reads at the same path below this as in the bucket."""
 MANIFEST_FILE = "manifest.json"
 WEIGHTS_MARKER = ".complete"
 COMMIT_FILE = "commit.json"
@@ -93,3 +98,34 @@ class PreparedModel:
 
 def staging_prefix(artifact_path: str) -> str:
     return f"{STAGING_ROOT}{artifact_path}/"
+
+
+@dataclass(frozen=True)
+class StoreMount:
+    """One read-only window onto the store: a Mountpoint volume limited to one prefix (the
+    driver's `prefix` mount option), mounted at the prefix's own path below MODEL_STORE_MOUNT_PATH,
+    so a server sees only what it loads and the paths serve.sh reads do not change."""
+
+    prefix: str
+
+    def __post_init__(self):
+        if not (self.prefix.endswith("/") and self.prefix.startswith(SERVED_ROOTS)):
+            raise ValueError(f"not a served store prefix: {self.prefix!r}")
+
+    @property
+    def kind(self) -> str:
+        return self.prefix.split("/", 1)[0]
+
+    @property
+    def key(self) -> str:
+        """Short, stable and unique per prefix: a pod volume's name (a DNS label, at most 63)."""
+        return f"{self.kind}-{hashlib.sha256(self.prefix.encode()).hexdigest()[:10]}"
+
+    @property
+    def claim_name(self) -> str:
+        return f"store-{self.key}"
+
+    @property
+    def mount_path(self) -> str:
+        return f"{MODEL_STORE_MOUNT_PATH}/{self.prefix.rstrip('/')}"
+

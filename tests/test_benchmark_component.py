@@ -27,13 +27,13 @@ def test_runner_role_grows_only_by_what_the_pod_reads(recording, spec):
     bucket_arn = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
     assert by_sid["WriteBenchmarkResults"]["Resource"] == f"{bucket_arn}/results/{spec.name}/*"
     assert sorted(by_sid["WriteBenchmarkResults"]["Action"]) == ["s3:AbortMultipartUpload", "s3:PutObject"]
-    assert by_sid["TokenizerCache"]["Resource"] == f"{bucket_arn}/cache/tokenizers/*"
+    assert by_sid["TokenizerCache"]["Resource"] == f"{bucket_arn}/cache/{spec.name}/tokenizers/*"
     assert sorted(by_sid["TokenizerCache"]["Action"]) == ["s3:GetObject", "s3:PutObject"]
     listing = by_sid["ListTokenizerCacheAndCommits"]
     assert (listing["Action"], listing["Resource"]) == ("s3:ListBucket", bucket_arn)
     # Its tokenizer cache, and each variant's commit key exactly (benchmark/driver.py listed).
     commits = sorted({f"{v.artifact_path}/commit.json" for v in spec.variants})
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["cache/tokenizers/*", *commits]}}
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"cache/{spec.name}/tokenizers/*", *commits]}}
     account = recording.one("kubernetes:core/v1:ServiceAccount", "benchmark-sa").inputs
     role = recording.one("aws:iam/role:Role", "benchmark-runner")
     assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"] == role.outputs["arn"]

@@ -92,8 +92,10 @@ def test_a_shared_pairing_reads_the_cluster_from_the_platform_outputs():
     node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "trn2-nodeclass").inputs["spec"]
     assert node_class["role"] == platform["karpenterNodeRoleName"]
     assert node_class["subnetSelectorTerms"] == [{"tags": {"karpenter.sh/discovery": platform["clusterName"]}}]
-    volume = recording.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]
-    assert volume["csi"]["volumeAttributes"]["bucketName"] == platform["modelBucket"]
+    volumes = recording.of_type("kubernetes:core/v1:PersistentVolume")
+    assert len(volumes) == 6  # two prepared models, and each of two servers' committed and staging sets
+    for volume in volumes:
+        assert volume.inputs["spec"]["csi"]["volumeAttributes"]["bucketName"] == platform["modelBucket"]
     # The pairing's own identities (benchmark, model preparation, servers' publishers) trust the platform's issuer.
     components = recording.of_type("sdtrn2:iam:WorkloadRole")
     assert len(components) == 3

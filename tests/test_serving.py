@@ -179,13 +179,12 @@ def test_retained_model_store_is_not_force_destroyed():
     assert recording.one("aws:s3/bucket:Bucket").inputs["forceDestroy"] is False
 
 
-def test_csi_driver_role_is_scoped_to_the_bucket(recording):
+def test_csi_driver_role_reads_only_what_servers_mount(recording):
+    """The driver's role reads the served roots and nothing else; tests/test_store_fence.py asks it
+    request by request."""
     trust, policy = role_documents(recording, "model-store-csi")
     assert "system:serviceaccount:kube-system:s3-csi-driver-sa" in trust_condition(trust).values()
     assert assert_least_privilege(policy) == 2
-    bucket_arn = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
-    resources = {json.dumps(s["Resource"]) for s in policy["Statement"]}
-    assert resources == {json.dumps(bucket_arn), json.dumps(f"{bucket_arn}/*")}
     # The volumes are read-only: every write goes through the S3 API under the writer's own role.
     actions = sorted(a for s in policy["Statement"] for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
     assert actions == ["s3:GetObject", "s3:ListBucket"]
@@ -200,27 +199,48 @@ def test_mountpoint_gets_region_and_throughput_it_cannot_detect(recording, spec)
     options the region is guessed and throughput falls back to 10 Gbps (docs/facts.md, "Mountpoint for Amazon S3 CSI driver")."""
     node_class = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "trn2-nodeclass").inputs["spec"]
     assert node_class["metadataOptions"]["httpPutResponseHopLimit"] == 1
-    options = recording.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]["mountOptions"]
-    assert f"region {spec.region}" in options
-    (throughput,) = [o for o in options if o.startswith("maximum-throughput-gbps ")]
-    # trn2.48xlarge: network card 0, which carries pod traffic, is 200 Gbps (DescribeInstanceTypes).
-    assert int(throughput.split()[1]) == {"trn2.48xlarge": 200, "trn2.3xlarge": 50}[spec.capacity.instance_type]
+    for volume in recording.of_type("kubernetes:core/v1:PersistentVolume"):
+        options = volume.inputs["spec"]["mountOptions"]
+        assert f"region {spec.region}" in options
+        (throughput,) = [o for o in options if o.startswith("maximum-throughput-gbps ")]
+        # trn2.48xlarge: network card 0, which carries pod traffic, is 200 Gbps (DescribeInstanceTypes).
+        assert int(throughput.split()[1]) == {"trn2.48xlarge": 200, "trn2.3xlarge": 50}[spec.capacity.instance_type]
 
 
-def test_static_volume_and_claim(recording, spec):
+def test_one_read_only_volume_per_prefix_the_servers_read_each_bound_to_its_own_claim(recording, spec):
     bucket = recording.one("aws:s3/bucket:Bucket").outputs["id"]
-    pv = recording.one("kubernetes:core/v1:PersistentVolume").inputs["spec"]
-    assert pv["csi"]["driver"] == "s3.csi.aws.com" and pv["csi"]["volumeAttributes"]["bucketName"] == bucket
-    assert bucket in pv["csi"]["volumeHandle"]
-    assert f"region {spec.region}" in pv["mountOptions"] and not {"allow-delete", "allow-overwrite"} & set(pv["mountOptions"])
-    # ReadOnlyMany: the driver mounts with --read-only; the servers mount it read-only too.
-    assert pv["storageClassName"] == "" and pv["accessModes"] == ["ReadOnlyMany"]
-    pvc = recording.one("kubernetes:core/v1:PersistentVolumeClaim").inputs
-    assert pvc["spec"]["volumeName"] == recording.one("kubernetes:core/v1:PersistentVolume").inputs["metadata"]["name"]
-    assert pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
-    for deployment in deployments(recording).values():
-        (mount,) = [m for m in container(deployment)["volumeMounts"] if m["name"] == "model-store"]
-        assert mount["readOnly"] is True
+    volumes = {v.inputs["metadata"]["name"]: v.inputs["spec"] for v in recording.of_type("kubernetes:core/v1:PersistentVolume")}
+    claims = {c.inputs["metadata"]["name"]: c.inputs for c in recording.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
+    prefixes = []
+    for name, pv in volumes.items():
+        assert pv["csi"]["driver"] == "s3.csi.aws.com" and pv["csi"]["volumeAttributes"]["bucketName"] == bucket
+        assert pv["csi"]["volumeHandle"] == f"s3-{bucket}-{name}"
+        assert not {"allow-delete", "allow-overwrite", "allow-other"} & set(pv["mountOptions"])
+        # ReadOnlyMany: the driver mounts with --read-only; the servers mount it read-only too.
+        assert pv["storageClassName"] == "" and pv["accessModes"] == ["ReadOnlyMany"]
+        (prefix,) = [o.split(" ", 1)[1] for o in pv["mountOptions"] if o.startswith("prefix ")]
+        prefixes.append(prefix)
+        claim = claims[pv["claimRef"]["name"]]
+        assert pv["claimRef"]["namespace"] == claim["metadata"]["namespace"] == spec.namespace
+        assert claim["spec"]["volumeName"] == name and claim["spec"]["accessModes"] == ["ReadOnlyMany"]
+    assert sorted(prefixes) == sorted(m.prefix for m in spec.store_mounts)
+    assert len(set(prefixes)) == len(prefixes) == len(claims)
+    assert not [p for p in prefixes if p.startswith(("results/", "tokenizers/"))]
+
+
+def test_each_server_mounts_only_its_own_prefixes_read_only_where_serve_sh_reads_them(recording, spec):
+    """The paths serve.sh reads (the prepared models, the committed set, the staging sets) are each
+    exactly one mount's path: nothing else of the bucket is visible to the server."""
+    for name, deployment in deployments(recording).items():
+        variant = spec.variant(name)
+        pod = deployment.inputs["spec"]["template"]["spec"]
+        claims = {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+        store = [m for m in container(deployment)["volumeMounts"] if m["name"] in claims]
+        assert all(m["readOnly"] is True and claims[m["name"]]["readOnly"] is True for m in store)
+        assert sorted(claims[m["name"]]["claimName"] for m in store) == sorted(m.claim_name for m in variant.store_mounts)
+        env = {e["name"]: e["value"] for e in container(deployment)["env"]}
+        read = [env[k] for k in ("ARTIFACT_DIR", "STAGING_DIR", "WEIGHTS_STORE", "DRAFT_WEIGHTS_STORE") if k in env]
+        assert sorted(read) == sorted(m["mountPath"] for m in store)
 
 
 def test_token_secret_only_where_needed_and_referenced_not_inlined(recording, spec):
@@ -246,10 +266,10 @@ def test_token_secret_only_where_needed_and_referenced_not_inlined(recording, sp
 
 def test_servers_are_deleted_before_capacity_and_storage(recording):
     pool = recording.one("kubernetes:karpenter.sh/v1:NodePool", "trn2-nodepool")
-    pvc = recording.one("kubernetes:core/v1:PersistentVolumeClaim")
+    claims = recording.of_type("kubernetes:core/v1:PersistentVolumeClaim")
     templates = recording.of_type("kubernetes:resource.k8s.io/v1:ResourceClaimTemplate")
     for deployment in recording.of_type("kubernetes:apps/v1:Deployment"):
-        assert pool.urn in deployment.dependencies and pvc.urn in deployment.dependencies
+        assert pool.urn in deployment.dependencies and all(c.urn in deployment.dependencies for c in claims)
         assert all(t.urn in deployment.dependencies for t in templates)
 
 

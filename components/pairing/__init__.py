@@ -60,9 +60,9 @@ def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[
         logical_neuron_cores=spec.serving.logical_neuron_cores,
     ))
     volume = ModelVolume("model-volume", ModelVolumeArgs(
+        spec=spec,
         cluster=cluster,
         namespace=workspace.namespace,
-        volume_name=spec.volume_name,
         instance_shape=spec.capacity.shape,
     ))
     model_access = None if token is None else ModelAccess("model-access", ModelAccessArgs(
@@ -83,9 +83,8 @@ def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[
         namespace=workspace.namespace,
         node_labels=trn2.node_labels,
         claim_templates=claims.names,
-        model_store_claim=volume.claim_name,
         code_config_map=preparation.code_config_map.metadata.name,
-        depends_on=[trn2.node_pool, *claims.templates, volume.claim, preparation.code_config_map, *server_access.grants,
+        depends_on=[trn2.node_pool, *claims.templates, *volume.claims, preparation.code_config_map, *server_access.grants,
                     *fence.policies],
     ))
     access = BenchmarkAccess("benchmark-access", BenchmarkAccessArgs(

@@ -97,6 +97,7 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
                         {"name": "METRICS_NAMESPACE", "value": spec.benchmark.metrics_namespace},
                         {"name": "RESULTS_BUCKET", "value": bucket},
                         {"name": "RESULTS_PREFIX", "value": prefix},
+                        {"name": "TOKENIZER_CACHE_PREFIX", "value": spec.tokenizer_cache_prefix},
                         {"name": "JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}},
                     ] + [{"name": k, "value": v} for k, v in pod_environment().items()]
                     + token_env(token_secret),  # the tokenizer download uses the stack's token when it has one

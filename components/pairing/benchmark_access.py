@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from benchmark.pod import TOKENIZER_CACHE_PREFIX
 from stackconfig import StackSpec
 from stackconfig.store import COMMIT_FILE
 
@@ -25,7 +24,7 @@ def benchmark_parent() -> str:
     return pulumi.create_urn("benchmark", "sdtrn2:benchmark:Benchmark")
 
 
-def runner_policy(namespace: str, bucket_arn: str, prefix: str, commit_keys: list[str]) -> dict:
+def runner_policy(namespace: str, bucket_arn: str, prefix: str, tokenizer_cache: str, commit_keys: list[str]) -> dict:
     return policy_document([
         {"Sid": "PublishBenchmarkMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
          # PutMetricData has no resource ARN; the namespace condition is its scope.
@@ -38,10 +37,10 @@ def runner_policy(namespace: str, bucket_arn: str, prefix: str, commit_keys: lis
          "Resource": f"{bucket_arn}/{prefix}*"},
         # LLMPerf's tokenizer, downloaded once and restored from here (benchmark/podsetup.py).
         {"Sid": "TokenizerCache", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
-         "Resource": f"{bucket_arn}/{TOKENIZER_CACHE_PREFIX}*"},
+         "Resource": f"{bucket_arn}/{tokenizer_cache}*"},
         # The tokenizer cache, and whether each variant's compiled set is committed (benchmark/driver.py listed).
         {"Sid": "ListTokenizerCacheAndCommits", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
-         "Condition": {"StringLike": {"s3:prefix": [f"{TOKENIZER_CACHE_PREFIX}*", *commit_keys]}}},
+         "Condition": {"StringLike": {"s3:prefix": [f"{tokenizer_cache}*", *commit_keys]}}},
     ])
 
 
@@ -76,7 +75,8 @@ class BenchmarkAccess(pulumi.ComponentResource):
             self, cluster, role_name="benchmark-runner", account_name="benchmark-sa", namespace=args.namespace,
             namespace_name=spec.namespace, service_account=SERVICE_ACCOUNT,
             policy=pulumi.Output.from_input(cluster.model_bucket_arn).apply(
-                lambda arn: runner_policy(spec.benchmark.metrics_namespace, arn, spec.results_prefix, commits)),
+                lambda arn: runner_policy(spec.benchmark.metrics_namespace, arn, spec.results_prefix,
+                                          spec.tokenizer_cache_prefix, commits)),
             tags=args.tags, uses_kubernetes_api=True,  # it finds its variants' pods (benchmark/telemetry.py)
             role_aliases=[moved, pulumi.Alias(parent=benchmark_parent(), type_="sdtrn2:iam:IrsaRole")],
             account_aliases=[moved])

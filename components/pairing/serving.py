@@ -23,7 +23,6 @@ class ServingArgs:
     node_labels: dict[str, str]
     """The pairing's own trn2 nodes (Trn2Nodes.node_labels)."""
     claim_templates: dict[int, str]
-    model_store_claim: str
     code_config_map: pulumi.Input[str]
     """modelstore/'s code (ModelPreparation's ConfigMap), for each server's publisher."""
     depends_on: list[pulumi.Resource]
@@ -51,7 +50,6 @@ class Serving(pulumi.ComponentResource):
                 node_labels=args.node_labels,
                 instance_type=args.spec.capacity.instance_type,
                 claim_template=args.claim_templates[variant.devices],
-                model_store_claim=args.model_store_claim,
                 script_config_map=script.metadata.name,
                 code_config_map=args.code_config_map,
                 depends_on=args.depends_on,

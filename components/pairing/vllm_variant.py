@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from modelstore.pod import code_items
 from stackconfig.catalog import INSTANCE_SHAPES
-from stackconfig.model import MODEL_STORE_MOUNT_PATH, Variant
+from stackconfig.model import Variant
 from stackconfig.server import NODE_CACHE_MOUNT, VLLM_PORT, arguments, environment, node_cache_gib
 
 from ..handle import ClusterHandle
@@ -68,7 +68,7 @@ def labels(variant: Variant) -> dict[str, str]:
 
 
 def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[str, str], instance_type: str,
-             claim_template: str, model_store_claim: str, script_config_map: pulumi.Input[str],
+             claim_template: str, script_config_map: pulumi.Input[str],
              code_config_map: pulumi.Input[str], bucket: pulumi.Input[str], region: str) -> dict:
     """Plain data with Outputs only at the leaves (ConfigMap and bucket names). No Hugging Face
     token: the server never reaches the hub."""
@@ -102,14 +102,17 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
             "readinessProbe": {**probe, "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 5},
             "livenessProbe": {**probe, "periodSeconds": 30, "failureThreshold": 5, "timeoutSeconds": 10},
             "volumeMounts": [
-                {"name": "model-store", "mountPath": MODEL_STORE_MOUNT_PATH, "readOnly": True},
+                # The store prefixes this server reads, each read-only at its own path
+                # (components/pairing/model_volume.py).
+                *({"name": m.key, "mountPath": m.mount_path, "readOnly": True} for m in variant.store_mounts),
                 {"name": "node-cache", "mountPath": NODE_CACHE_MOUNT},
                 {"name": "dshm", "mountPath": "/dev/shm"},
                 {"name": "scripts", "mountPath": SCRIPT_MOUNT, "readOnly": True},
             ],
         }],
         "volumes": [
-            {"name": "model-store", "persistentVolumeClaim": {"claimName": model_store_claim}},
+            *({"name": m.key, "persistentVolumeClaim": {"claimName": m.claim_name, "readOnly": True}}
+              for m in variant.store_mounts),
             # On the RAID0 instance store, which kubelet's ephemeral storage sits on (Karpenter docs,
             # concepts/nodeclasses.md "spec.instanceStorePolicy"): the weights and compiled set,
             # copied once per pod. No host path.
@@ -134,7 +137,6 @@ class VllmVariantArgs:
     node_labels: dict[str, str]
     instance_type: str
     claim_template: str
-    model_store_claim: str
     script_config_map: pulumi.Input[str]
     code_config_map: pulumi.Input[str]
     """modelstore/'s code, for the publisher."""
@@ -152,7 +154,7 @@ class VllmVariant(pulumi.ComponentResource):
         workload = workload_name(variant)
         spec = pod_spec(variant, node_labels=args.node_labels, toleration=args.cluster.neuron_toleration,
                         instance_type=args.instance_type,
-                        claim_template=args.claim_template, model_store_claim=args.model_store_claim,
+                        claim_template=args.claim_template,
                         script_config_map=args.script_config_map,
                         code_config_map=args.code_config_map, bucket=args.cluster.model_bucket, region=args.cluster.region)
         k8s.apps.v1.Deployment(

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from stackconfig.store import STAGING_EXPIRY_DAYS, STAGING_ROOT
+from stackconfig.model import CACHE_ROOT
+from stackconfig.store import COMPILED_ROOT, SERVED_ROOTS, STAGING_EXPIRY_DAYS, STAGING_ROOT, WEIGHTS_ROOT
 
 from ..iam import deny_insecure_transport, policy_document
 from ..identity import WorkloadIdentity, WorkloadRole, WorkloadRoleArgs
@@ -21,24 +22,38 @@ from .addons import addon_version
 CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 DRIVER_ADDON = "aws-mountpoint-s3-csi-driver"
 CSI_NAMESPACE = "kube-system"
+REPLACED_VERSION_DAYS = 7
 
 
 def bucket_access_policy(bucket_arn: str) -> dict:
     """What a read-only Mountpoint mount needs on one bucket, and nothing on any other (docs/facts.md,
-    "Mountpoint for Amazon S3 CSI driver"): the pairings' volumes are read-only, every write goes
-    through the S3 API under a workload identity of its own (modelstore/)."""
+    "Mountpoint for Amazon S3 CSI driver"): the pairings' volumes are read-only and limited to the
+    roots servers read (stackconfig/store.py SERVED_ROOTS), so the driver reads neither results nor
+    the benchmark's caches; every write goes through the S3 API under a workload identity of its
+    own (modelstore/)."""
     return policy_document([
-        {"Sid": "ListTheModelBucket", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn},
-        {"Sid": "ReadModelObjects", "Effect": "Allow", "Action": "s3:GetObject", "Resource": f"{bucket_arn}/*"},
+        {"Sid": "ListServedPrefixes", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
+         "Condition": {"StringLike": {"s3:prefix": [f"{root}*" for root in SERVED_ROOTS]}}},
+        {"Sid": "ReadServedObjects", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": [f"{bucket_arn}/{root}*" for root in SERVED_ROOTS]},
     ])
 
 
 def lifecycle_rules() -> list[dict]:
-    """Staging sets nobody committed expire (stackconfig/store.py); multipart uploads a killed
-    writer left open are aborted. Prepared weights, committed sets and results are kept."""
+    """The bucket is versioned, so a result is never lost to an overwrite and a writer's mistake can
+    be undone. Staging sets nobody committed expire (stackconfig/store.py); replaced versions of
+    prepared weights, compiled sets and tokenizer caches go after REPLACED_VERSION_DAYS (a second
+    preparation of a model would otherwise be paid for twice); replaced versions of results are kept.
+    Delete markers with nothing behind them and multipart uploads a killed writer left open are
+    cleaned up."""
     return [
         {"id": "expire-uncommitted-staging-sets", "status": "Enabled", "filter": {"prefix": STAGING_ROOT},
-         "expiration": {"days": STAGING_EXPIRY_DAYS}},
+         "expiration": {"days": STAGING_EXPIRY_DAYS}, "noncurrent_version_expiration": {"noncurrent_days": 1}},
+        *({"id": f"expire-replaced-{root.rstrip('/')}-versions", "status": "Enabled", "filter": {"prefix": root},
+           "noncurrent_version_expiration": {"noncurrent_days": REPLACED_VERSION_DAYS}}
+          for root in (WEIGHTS_ROOT, COMPILED_ROOT, CACHE_ROOT)),
+        {"id": "remove-expired-delete-markers", "status": "Enabled", "filter": {"prefix": ""},
+         "expiration": {"expired_object_delete_marker": True}},
         {"id": "abort-abandoned-multipart-uploads", "status": "Enabled", "filter": {"prefix": ""},
          "abort_incomplete_multipart_upload": {"days_after_initiation": 1}},
     ]
@@ -87,7 +102,12 @@ class ModelStore(pulumi.ComponentResource):
             name, bucket=bucket.id,
             rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}, "bucket_key_enabled": True}],
             opts=child)
-        aws.s3.BucketLifecycleConfiguration(name, bucket=bucket.id, rules=lifecycle_rules(), opts=child)
+        # Results are never overwritten: a second write of a key keeps the first as a version
+        # (no writer role holds s3:DeleteObjectVersion). force_destroy removes every version on destroy.
+        versioning = aws.s3.BucketVersioning(name, bucket=bucket.id, versioning_configuration={"status": "Enabled"},
+                                             opts=child)
+        aws.s3.BucketLifecycleConfiguration(name, bucket=bucket.id, rules=lifecycle_rules(),
+                                            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]))
         aws.s3.BucketPolicy(name, bucket=bucket.id,
                             policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn), sort_keys=True)),
                             opts=child)

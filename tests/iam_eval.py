@@ -1,0 +1,71 @@
+"""A small evaluator of identity policies, for asking what a role may do rather than reading its JSON.
+
+It follows the IAM evaluation logic for a single identity policy (AWS IAM user guide, "Policy
+evaluation logic"): an explicit Deny wins, then any Allow whose action, resource and every condition
+match; otherwise the request is implicitly denied. Actions match case-insensitively, resources and
+StringLike values with `*` and `?` wildcards. Only the condition operators this program's policies
+use are known; any other raises, so a policy that starts using one cannot pass by being ignored.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Any
+
+ALLOW, IMPLICIT_DENY, EXPLICIT_DENY = "Allow", "ImplicitDeny", "ExplicitDeny"
+
+
+def _listed(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _like(pattern: str, value: str, case_sensitive: bool = True) -> bool:
+    # fnmatch's [] classes are not IAM wildcards: escape them so only * and ? are special.
+    pattern = re.sub(r"([\[\]])", r"[\1]", pattern)
+    if not case_sensitive:
+        pattern, value = pattern.lower(), value.lower()
+    return fnmatch.fnmatchcase(value, pattern)
+
+
+KNOWN_OPERATORS = {"Null", "StringEquals", "StringLike", "Bool"}
+
+
+def _condition_holds(operator: str, key: str, expected: Any, context: dict[str, Any]) -> bool:
+    if operator not in KNOWN_OPERATORS:
+        raise NotImplementedError(f"condition operator {operator} is not modelled")
+    expected = [str(e) for e in _listed(expected)]
+    if operator == "Null":
+        (wanted,) = expected
+        return (key not in context) == (wanted == "true")
+    if key not in context:
+        return False
+    actual = [str(a) for a in _listed(context[key])]
+    if operator == "StringEquals":
+        return any(a in expected for a in actual)
+    if operator == "StringLike":
+        return any(_like(e, a) for a in actual for e in expected)
+    return any(a.lower() in (e.lower() for e in expected) for a in actual)  # Bool
+
+
+def _statement_matches(statement: dict, action: str, resource: str, context: dict[str, Any]) -> bool:
+    if "NotAction" in statement or "NotResource" in statement:
+        raise NotImplementedError("NotAction/NotResource are not modelled")
+    if not any(_like(pattern, action, case_sensitive=False) for pattern in _listed(statement["Action"])):
+        return False
+    if not any(_like(pattern, resource) for pattern in _listed(statement["Resource"])):
+        return False
+    return all(_condition_holds(operator, key, expected, context)
+               for operator, pairs in statement.get("Condition", {}).items() for key, expected in pairs.items())
+
+
+def decide(policy: dict, action: str, resource: str, context: dict[str, Any] | None = None) -> str:
+    """One request against one identity policy: Allow, ImplicitDeny or ExplicitDeny."""
+    context = context or {}
+    matching = [s for s in _listed(policy["Statement"]) if _statement_matches(s, action, resource, context)]
+    if any(s["Effect"] == "Deny" for s in matching):
+        return EXPLICIT_DENY
+    return ALLOW if any(s["Effect"] == "Allow" for s in matching) else IMPLICIT_DENY
+
+
+def allows(policy: dict, action: str, resource: str, context: dict[str, Any] | None = None) -> bool:
+    return decide(policy, action, resource, context) == ALLOW
