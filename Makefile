@@ -31,8 +31,11 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 lint: setup ## ruff (ruff.toml)
 	@"$$PY" -m ruff check .
 
+# One worker per core (pytest-xdist); TEST_WORKERS=0 runs the suite in this process.
+TEST_WORKERS ?= auto
+export TEST_WORKERS
 test: lint ## lint, then the test suite
-	"$$PY" -m pytest -q
+	"$$PY" -m pytest -q -n "$$TEST_WORKERS"
 
 # Mutation testing (README, "Mutation testing"): an audit, not a gate on each change. A fresh run
 # every time, then the score per folder (tools/mutation_score.py). mutmut is installed here only.

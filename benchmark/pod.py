@@ -116,6 +116,8 @@ def setup_script(llmperf_commit: str) -> str:
         f" || {{ echo 'FATAL: benchmark setup failed: pip could not install benchmark/{POD_LOCK}' >&2; exit 2; }}",
         f"python -m benchmark.podsetup --commit {llmperf_commit} --dest {LLMPERF_DIR} --hf-home {HF_HOME}"
         ' --bucket "$RESULTS_BUCKET" --cache-prefix "$TOKENIZER_CACHE_PREFIX"',
+        # The token was for the tokenizer download only: the driver and LLMPerf never see its path.
+        "unset HF_TOKEN_PATH",
         f"export HF_HOME={HF_HOME} HF_HUB_OFFLINE=1",
         f"exec python -m benchmark.driver --config {CODE_MOUNT}/{RUN_CONFIG} --results-dir /results"
         f' --llmperf-dir {LLMPERF_DIR} --namespace "$METRICS_NAMESPACE" --bucket "$RESULTS_BUCKET" --prefix "$RESULTS_PREFIX"',

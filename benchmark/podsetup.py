@@ -196,8 +196,9 @@ def store_tokenizer(s3: Any, bucket: str, prefix: str, repo: str, repo_dir: Path
 
 
 def hub_download(repo: str, hf_home: Path) -> None:
-    """Download a repository into the hub cache; huggingface_hub reads HF_ENDPOINT and HF_TOKEN
-    from the environment itself, so the token is never on a command line or in a log."""
+    """Download a repository into the hub cache; huggingface_hub reads HF_ENDPOINT, and the token
+    from the file HF_TOKEN_PATH names (the pod's secret volume), itself, so the token is never on a
+    command line, in an environment variable or in a log."""
     from huggingface_hub import snapshot_download
 
     snapshot_download(repo_id=repo, cache_dir=hf_home / "hub")

@@ -6,7 +6,7 @@ the completion marker.
         --bucket B --prefix weights/<model>/<revision>/<form>/ --work-dir /scratch \
         [--bf16-modules '["lm_head", ...]']
 
-Environment: HF_TOKEN (gated models), HF_ENDPOINT (default https://huggingface.co), and the
+Environment: HF_TOKEN_PATH, a file holding the token (gated models; HF_TOKEN outside the cluster), HF_ENDPOINT (default https://huggingface.co), and the
 standard AWS ones. Exit 0 when the model is prepared (by this run or an earlier one), 1 with one
 line saying why when it is not: a failed run writes no marker, so nothing reads a partial set.
 Layout and names: stackconfig/store.py.
@@ -21,7 +21,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from botocore.exceptions import ClientError
 
@@ -125,14 +125,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def hub_token(environment: Mapping[str, str]) -> str | None:
+    """The token from the file HF_TOKEN_PATH names (the pod's secret volume), else HF_TOKEN (a run
+    outside the cluster), else none: public models need no token."""
+    path = environment.get("HF_TOKEN_PATH")
+    if path:
+        return Path(path).read_text().strip() or None
+    return environment.get("HF_TOKEN") or None
+
+
 def main(argv: list[str] | None = None, client: Any = None, hub: Hub | None = None) -> int:
     args = parse_args(argv)
     if client is None:
         import boto3
 
         client = boto3.client("s3")
-    hub = hub or Hub(os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT), os.environ.get("HF_TOKEN") or None)
     try:
+        hub = hub or Hub(os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT), hub_token(os.environ))
         return prepare(args, client, hub)
     except (PrepareError, HubError, fp8.RescaleError, ClientError, OSError) as error:
         print(f"prepare: {args.model}@{args.revision} ({args.form}) failed: {error}", file=sys.stderr, flush=True)

@@ -24,7 +24,10 @@ from .store import MODEL_STORE_MOUNT_PATH, PreparedModel, staging_prefix
 VLLM_PORT = 8000
 NODE_CACHE_MOUNT = "/node-cache"
 TOKEN_VARIABLE = "HF_TOKEN"
-"""The Hugging Face token's variable, from the stack's Secret (components/pairing/model_access.py)."""
+"""The Hugging Face token's variable: never set by the program, and refused in a stack's environment."""
+TOKEN_PATH_VARIABLE = "HF_TOKEN_PATH"
+TOKEN_FILE = "/var/run/secrets/huggingface/token"
+"""Where the pods that download read the token, from the stack's Secret (components/pairing/model_access.py)."""
 
 
 def local_copy(model: PreparedModel) -> str:
@@ -126,7 +129,7 @@ ENGINE_ENVIRONMENT: dict[str, dict[str, Setting]] = {
 }
 
 RESERVED_ENVIRONMENT = frozenset({*COMMON_ENVIRONMENT, *(n for table in ENGINE_ENVIRONMENT.values() for n in table),
-                                  TOKEN_VARIABLE})
+                                  TOKEN_VARIABLE, TOKEN_PATH_VARIABLE})
 """Every variable the program sets or serve.sh reads: a stack may add others only."""
 
 

@@ -111,6 +111,18 @@ def test_a_gated_model_needs_the_token_and_says_so(s3, tmp_path, capsys):
     assert PREFIX + ".complete" in keys(s3)
 
 
+def test_the_token_is_read_from_the_file_the_pod_mounts(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("hf_from_file\n")
+    assert prepare.hub_token({"HF_TOKEN_PATH": str(token), "HF_TOKEN": "hf_from_env"}) == "hf_from_file"
+    assert prepare.hub_token({"HF_TOKEN": "hf_from_env"}) == "hf_from_env"
+    assert prepare.hub_token({}) is None
+    token.write_text("")
+    assert prepare.hub_token({"HF_TOKEN_PATH": str(token)}) is None
+    with pytest.raises(OSError):  # a named file that is missing is a failed preparation, not an anonymous one
+        prepare.hub_token({"HF_TOKEN_PATH": str(tmp_path / "missing")})
+
+
 def test_a_pinned_revision_must_be_the_commit_the_hub_serves(s3, tmp_path, capsys):
     with FakeHub({"org/model": FakeRepo(dict(FILES))}) as hub:
         assert run(s3, hub.url, tmp_path, revision="f" * 40) == 1

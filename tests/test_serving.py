@@ -243,25 +243,44 @@ def test_each_server_mounts_only_its_own_prefixes_read_only_where_serve_sh_reads
         assert sorted(read) == sorted(m["mountPath"] for m in store)
 
 
-def test_token_secret_only_where_needed_and_referenced_not_inlined(recording, spec):
+def pod_templates(recording):
+    for kind, template_of in {"kubernetes:apps/v1:Deployment": lambda spec: spec["template"],
+                              "kubernetes:batch/v1:Job": lambda spec: spec["template"],
+                              "kubernetes:batch/v1:CronJob": lambda spec: spec["jobTemplate"]["spec"]["template"]}.items():
+        for workload in recording.of_type(kind):
+            yield workload, template_of(workload.inputs["spec"])["spec"]
+
+
+def test_token_is_a_file_only_where_something_downloads(recording, spec):
     """Only the pods that download a gated model get the token: its preparation Job, and the
-    benchmark (LLMPerf's tokenizer). Never the servers, which never reach the hub."""
+    benchmark (LLMPerf's tokenizer); never the servers, which never reach the hub. They get it as a
+    read-only file HF_TOKEN_PATH names, and no container anywhere reads a Secret into its environment."""
     secrets = recording.of_type("kubernetes:core/v1:Secret")
-    for deployment in deployments(recording).values():
-        pod = deployment.inputs["spec"]["template"]["spec"]
-        assert not [e for c in pod["containers"] + pod["initContainers"] for e in c.get("env", []) if e["name"] == "HF_TOKEN"]
+    gated = {m.job_name for m in spec.prepared_models if m.info.gated}
+    holders = set()
+    for workload, pod in pod_templates(recording):
+        containers = pod["containers"] + pod.get("initContainers", [])
+        assert not [e for c in containers for e in c.get("env", []) if "secretKeyRef" in e.get("valueFrom", {})]
+        assert not [e for c in containers for e in c.get("env", []) if e["name"] == "HF_TOKEN"]
+        token_volumes = [v["name"] for v in pod["volumes"] if "secret" in v]
+        if not token_volumes:
+            assert not [e for c in containers for e in c.get("env", []) if e["name"] == "HF_TOKEN_PATH"]
+            continue
+        (volume,) = [v for v in pod["volumes"] if "secret" in v]
+        assert volume["secret"]["secretName"] == secrets[0].inputs["metadata"]["name"]
+        assert volume["secret"]["defaultMode"] == 0o440 and volume["secret"]["items"] == [{"key": "token", "path": "token"}]
+        (container,) = pod["containers"]
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == volume["name"]]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert mount["readOnly"] is True and env["HF_TOKEN_PATH"] == f"{mount['mountPath']}/token"
+        holders.add(workload.inputs["metadata"].get("name", workload.name))
     if not spec.requires_hugging_face_token:
-        assert secrets == []
+        assert secrets == [] and holders == set()
         return
     (secret,) = secrets
     assert secret.inputs["stringData"] == {"token": "[secret]"}
-    gated = {m.job_name for m in spec.prepared_models if m.info.gated}
-    for job in recording.of_type("kubernetes:batch/v1:Job"):
-        name = job.inputs["metadata"]["name"]
-        if not name.startswith("prepare-"):
-            continue
-        tokens = [e for e in job.inputs["spec"]["template"]["spec"]["containers"][0]["env"] if e["name"] == "HF_TOKEN"]
-        assert [t["valueFrom"]["secretKeyRef"]["name"] for t in tokens] == ([secret.inputs["metadata"]["name"]] if name in gated else [])
+    benchmark = {w.inputs["metadata"]["name"] for w, _ in pod_templates(recording) if w.inputs["metadata"]["name"].startswith("llmperf")}
+    assert holders == gated | benchmark and benchmark
 
 
 def test_servers_are_deleted_before_capacity_and_storage(recording):

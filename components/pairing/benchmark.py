@@ -21,13 +21,14 @@ from benchmark.pod import (
     security_context,
     setup_script,
 )
+from benchmark.telemetry import SERVICE_ACCOUNT_DIR
 from stackconfig import StackSpec
 from stackconfig.semantics import serves_greedily
 from stackconfig.store import COMMIT_FILE
 
 from ..handle import ClusterHandle
 from .benchmark_access import SERVICE_ACCOUNT
-from .model_access import token_env
+from .model_access import TokenFile
 from .vllm_variant import labels
 
 CRONJOB_NAME = "llmperf"
@@ -69,10 +70,24 @@ def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
     }
 
 
+KUBERNETES_API_VOLUME = {
+    # What the ServiceAccount admission plugin would inject (a bound token that kubelet refreshes,
+    # the cluster's CA, the namespace), written out so that only this container gets it.
+    # Kubernetes docs, "Managing Service Accounts", bound service account token volume.
+    "name": "kubernetes-api",
+    "projected": {"defaultMode": 0o444, "sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}},
+    ]},
+}
+
+
 def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Input[str], prefix: str,
              node_selector: dict[str, str], token_secret: str | None) -> dict:
     """Plain data with Outputs only at the leaves (ConfigMap and bucket names)."""
     commit = spec.benchmark.llmperf_commit
+    token = TokenFile(token_secret)  # the tokenizer download uses the stack's token when it has one
     return {
         # A run takes hours; a failure should be looked at, not silently repeated.
         "backoffLimit": 0,
@@ -81,6 +96,9 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
             "metadata": {"labels": {"app.kubernetes.io/name": "llmperf"}},
             "spec": {
                 "serviceAccountName": SERVICE_ACCOUNT,
+                # The Kubernetes API token is mounted explicitly, for the one container that lists
+                # its variants' pods (benchmark/telemetry.py), instead of into every container.
+                "automountServiceAccountToken": False,
                 "restartPolicy": "Never",
                 # On SIGTERM (the deadline) the driver marks run.json failed and uploads it.
                 "terminationGracePeriodSeconds": 60,
@@ -100,16 +118,19 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
                         {"name": "TOKENIZER_CACHE_PREFIX", "value": spec.tokenizer_cache_prefix},
                         {"name": "JOB_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['batch.kubernetes.io/job-name']"}}},
                     ] + [{"name": k, "value": v} for k, v in pod_environment().items()]
-                    + token_env(token_secret),  # the tokenizer download uses the stack's token when it has one
+                    + token.env,
                     "resources": {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "4Gi"}},
                     "securityContext": security_context(),
                     "volumeMounts": [{"name": "code", "mountPath": CODE_MOUNT, "readOnly": True},
-                                     {"name": "dshm", "mountPath": "/dev/shm"}]
-                                    + [{"name": writable_volume(path), "mountPath": path} for path in WRITABLE_VOLUMES],
+                                     {"name": "dshm", "mountPath": "/dev/shm"},
+                                     {"name": KUBERNETES_API_VOLUME["name"], "mountPath": str(SERVICE_ACCOUNT_DIR), "readOnly": True}]
+                                    + [{"name": writable_volume(path), "mountPath": path} for path in WRITABLE_VOLUMES]
+                                    + token.mounts,
                 }],
                 "volumes": [{"name": "code", "configMap": {"name": config_map, "items": code_items(commit)}},
-                            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}]
-                           + [{"name": writable_volume(path), "emptyDir": {"sizeLimit": size}} for path, size in WRITABLE_VOLUMES.items()],
+                            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}, KUBERNETES_API_VOLUME]
+                           + [{"name": writable_volume(path), "emptyDir": {"sizeLimit": size}} for path, size in WRITABLE_VOLUMES.items()]
+                           + token.volumes,
             },
         },
     }

@@ -1,4 +1,6 @@
-"""The Hugging Face token, from a Pulumi secret into a Kubernetes Secret for pods that download."""
+"""The Hugging Face token, from a Pulumi secret into a Kubernetes Secret, and into the pods that
+download as a file: never an environment variable, which any process of the container and
+`kubectl describe` readers of the pod spec's consumers could see (checkov CKV_K8S_35)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from stackconfig.server import TOKEN_VARIABLE
+from stackconfig.server import TOKEN_FILE, TOKEN_PATH_VARIABLE
 
 from ..handle import ClusterHandle
 
@@ -17,7 +19,7 @@ TOKEN_KEY = "token"
 @dataclass(frozen=True)
 class ModelAccessArgs:
     token: pulumi.Output[str]
-    """A Pulumi secret; it stays one end to end (state, plan output, pod env via secretKeyRef)."""
+    """A Pulumi secret; it stays one end to end (state, plan output, a secret volume in the pod)."""
     cluster: ClusterHandle
     namespace: pulumi.Input[str]
 
@@ -39,8 +41,31 @@ class ModelAccess(pulumi.ComponentResource):
         self.register_outputs({"secretName": SECRET_NAME})
 
 
-def token_env(secret_name: str | None) -> list[dict]:
-    """The token's variable for containers, read from the Secret at pod start (never inlined)."""
-    if secret_name is None:
-        return []
-    return [{"name": TOKEN_VARIABLE, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": TOKEN_KEY}}}]
+@dataclass(frozen=True)
+class TokenFile:
+    """What a container needs to read the token from the Secret at pod start (never inlined):
+    a read-only secret volume and HF_TOKEN_PATH naming its file, which huggingface_hub reads when
+    HF_TOKEN is unset (huggingface_hub 0.27.0 constants.py L142, utils/_auth.py L121-123) and
+    modelstore/prepare.py reads itself. Empty when the stack has no token."""
+
+    secret_name: str | None
+
+    VOLUME = "hugging-face-token"
+
+    @property
+    def env(self) -> list[dict]:
+        return [] if self.secret_name is None else [{"name": TOKEN_PATH_VARIABLE, "value": TOKEN_FILE}]
+
+    @property
+    def volumes(self) -> list[dict]:
+        if self.secret_name is None:
+            return []
+        # 0440 and the pod's fsGroup: the pod's own user reads it, nobody else on the node.
+        return [{"name": self.VOLUME, "secret": {"secretName": self.secret_name, "defaultMode": 0o440,
+                                                 "items": [{"key": TOKEN_KEY, "path": TOKEN_FILE.rsplit("/", 1)[1]}]}}]
+
+    @property
+    def mounts(self) -> list[dict]:
+        if self.secret_name is None:
+            return []
+        return [{"name": self.VOLUME, "mountPath": TOKEN_FILE.rsplit("/", 1)[0], "readOnly": True}]

@@ -18,7 +18,7 @@ from stackconfig.versions import MODEL_STORE_IMAGE
 
 from ..handle import ClusterHandle
 from ..iam import policy_document
-from .model_access import token_env
+from .model_access import TokenFile
 from .workload_account import workload_account
 
 SERVICE_ACCOUNT = "model-prep"
@@ -50,6 +50,7 @@ def job_spec(model: PreparedModel, bucket: pulumi.Input[str], region: str, code_
         arguments += ["--bf16-modules", json.dumps(list(model.bf16_modules))]
     resources = RESOURCES[model.form]
     disk = f"{model.disk_gib}Gi"
+    token = TokenFile(token_secret if model.info.gated else None)
     return {
         # A failed preparation is retried twice (a hub or S3 hiccup), then left failed to be read.
         "backoffLimit": 2,
@@ -70,18 +71,18 @@ def job_spec(model: PreparedModel, bucket: pulumi.Input[str], region: str, code_
                     "command": ["bash", "-c", start_script("prepare", arguments)],
                     "env": [{"name": "BUCKET", "value": bucket}, {"name": "AWS_REGION", "value": region}]
                            + [{"name": k, "value": v} for k, v in environment().items()]
-                           + (token_env(token_secret) if model.info.gated else []),
+                           + token.env,
                     "resources": {"requests": {**resources, "ephemeral-storage": disk},
                                   "limits": {"memory": resources["memory"], "ephemeral-storage": disk}},
                     "securityContext": security_context(),
                     "volumeMounts": [{"name": "code", "mountPath": CODE_MOUNT, "readOnly": True},
                                      {"name": "deps", "mountPath": DEPS_MOUNT}, {"name": "tmp", "mountPath": TMP_MOUNT},
-                                     {"name": "scratch", "mountPath": SCRATCH_MOUNT}],
+                                     {"name": "scratch", "mountPath": SCRATCH_MOUNT}, *token.mounts],
                 }],
                 "volumes": [{"name": "code", "configMap": {"name": code_config_map, "items": code_items()}},
                             {"name": "deps", "emptyDir": {"sizeLimit": "2Gi"}}, {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
                             # On the node's instance-store RAID (kubelet's ephemeral storage).
-                            {"name": "scratch", "emptyDir": {"sizeLimit": disk}}],
+                            {"name": "scratch", "emptyDir": {"sizeLimit": disk}}, *token.volumes],
             },
         },
     }
