@@ -8,10 +8,10 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 export STACK RUN BUCKET PREVIEW JSON SKIP_PREFLIGHT PY PYTHON VENV
 
-.PHONY: help setup test lint mutate plan plan-all preflight up destroy sweep benchmark results
+.PHONY: help setup test lint scan mutate plan plan-all preflight up destroy sweep benchmark results
 
 help: ## list the targets
-	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] | make plan-all | make test | make mutate"
+	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] | make plan-all | make test | make scan | make mutate"
 	@echo "Real account: make preflight STACK=<s> [JSON=1] | make up STACK=<s> [SKIP_PREFLIGHT=1] | make benchmark STACK=<s>"
 	@echo "              make results STACK=<s> [RUN=<run id>] [BUCKET=<bucket>] | make sweep STACK=<s> | make destroy STACK=<s>"
 	@echo "Stacks:       $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))"
@@ -36,6 +36,19 @@ TEST_WORKERS ?= auto
 export TEST_WORKERS
 test: lint ## lint, then the test suite
 	"$$PY" -m pytest -q -n "$$TEST_WORKERS"
+
+# checkov in a virtualenv of its own (requirements-scan.txt, every package pinned), then the scan of
+# every stack's Kubernetes objects against security/checkov-allowlist.yaml (tools/scan.py).
+SCAN_VENV ?= .venv-scan
+export SCAN_VENV
+scan: setup $(SCAN_VENV)/.installed ## checkov over every stack's Kubernetes objects, against the allowlist
+	@"$$PY" -m tools scan --checkov "$$SCAN_VENV/bin/checkov"
+
+$(SCAN_VENV)/.installed: requirements-scan.txt
+	@echo "installing checkov into $$SCAN_VENV (requirements-scan.txt)"
+	@"$$PYTHON" -m venv "$$SCAN_VENV"
+	@"$$SCAN_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-scan.txt
+	@touch "$$SCAN_VENV/.installed"
 
 # Mutation testing (README, "Mutation testing"): an audit, not a gate on each change. A fresh run
 # every time, then the score per folder (tools/mutation_score.py). mutmut is installed here only.
