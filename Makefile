@@ -38,7 +38,7 @@ test: lint ## lint, then the test suite
 	"$$PY" -m pytest -q -n "$$TEST_WORKERS"
 
 # checkov in a virtualenv of its own (requirements-scan.txt, every package pinned), then the scan of
-# every stack's Kubernetes objects against security/checkov-allowlist.yaml (tools/scan.py).
+# every stack's Kubernetes objects against security/checkov-allowlist.yaml (offline/scan.py).
 SCAN_VENV ?= .venv-scan
 export SCAN_VENV
 scan: setup $(SCAN_VENV)/.installed ## checkov over every stack's Kubernetes objects, against the allowlist

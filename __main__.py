@@ -14,7 +14,8 @@ from stackconfig.source import StackFiles
 
 project, stack = pulumi.get_project(), pulumi.get_stack()
 try:
-    spec = parse_stack_config(project, stack, stack_config(), read_stack=StackFiles(Path(__file__).resolve().parent).config)
+    spec = parse_stack_config(project, stack, stack_config(), read_stack=StackFiles(Path(__file__).resolve().parent).config,
+                              is_secret=pulumi.runtime.is_config_secret)
 except ConfigError as error:
     raise pulumi.RunError(str(error)) from None  # the engine prints a RunError without a stack trace
 tags = stack_tags(project, stack, spec.tags)

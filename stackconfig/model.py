@@ -56,6 +56,9 @@ class ClusterSettings:
     support_type: SupportType = "STANDARD"
     """EKS upgrade policy: STANDARD (the control plane is upgraded by EKS when standard support of
     its version ends) or EXTENDED (it stays, billed at the extended-support rate)."""
+    public_access_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    """Who may reach the public Kubernetes API endpoint (EKS publicAccessCidrs); nodes reach the
+    private endpoint."""
     log_retention_days: int = 14
     """Retention of the log groups the program creates for the cluster (control plane, Container
     Insights), so `pulumi destroy` deletes them and none grows forever."""

@@ -192,7 +192,11 @@ PAIRING_KEYS = {"stackKind", "platform", "cluster", "capacity", "serving", "vari
 PLATFORM_OWNED = ("cluster", "modelStore")
 """Keys a shared pairing must leave to its platform stack."""
 CLUSTER_KEYS = {"kubernetesVersion", "supportType", "logRetentionDays", "systemNodeInstanceType", "systemNodeCount",
-                "vpcCidr", "availabilityZoneCount", "availabilityZones", "workloadIdentity"}
+                "vpcCidr", "availabilityZoneCount", "availabilityZones", "workloadIdentity", "publicAccessCidrs"}
+OPEN_TO_ALL = "0.0.0.0/0"
+MAX_PUBLIC_ACCESS_CIDRS = 40
+"""EKS's limit on a cluster's public-endpoint CIDR blocks (Amazon EKS service quotas: "Public
+endpoint access CIDR ranges per cluster")."""
 BENCHMARK_KEYS = {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases",
                   "image", "llmperfCommit", "metricsNamespace", "metricDimensions", "samplingParams", "seed"}
 CAPACITY_KEYS = {"instanceType", "capacityType", "reservationIds", "amiAlias", "rootVolumeGiB", "replacementHeadroomNodes"}
@@ -204,13 +208,15 @@ FileNotFoundError when there is none, ConfigError when it cannot be read."""
 
 
 def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
-                       read_stack: PlatformConfigReader | None = None) -> StackSpec | PlatformSpec:
+                       read_stack: PlatformConfigReader | None = None,
+                       is_secret: Callable[[str], bool] | None = None) -> StackSpec | PlatformSpec:
     """Validate a stack's config into a StackSpec (a pairing) or a PlatformSpec (`stackKind: platform`).
 
     `config` is what Pulumi hands the program: "namespace:key" -> value, structured values
     already decoded. A shared pairing (`platform: org/project/stack`) reads its platform's stack
-    file through `read_stack` and is checked against it. Raises ConfigError naming every bad
-    key; never registers anything.
+    file through `read_stack` and is checked against it. `is_secret` tells whether a "namespace:key"
+    was stored encrypted (the engine knows: pulumi.runtime.is_config_secret); given, a token stored
+    in plaintext is refused. Raises ConfigError naming every bad key; never registers anything.
     """
     problems: list[tuple[str, str]] = []
     raw, region = _split_namespaces(project, config, problems)
@@ -258,6 +264,10 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     gated = sorted({m for v in variants for m in v.gated_models})
     if gated and not raw.get(HUGGING_FACE_TOKEN_KEY):
         top.problem(HUGGING_FACE_TOKEN_KEY, f"is required for the gated model(s) {', '.join(gated)}: pulumi config set --secret {HUGGING_FACE_TOKEN_KEY} hf_...")
+    if is_secret is not None and raw.get(HUGGING_FACE_TOKEN_KEY) is not None and not is_secret(f"{project}:{HUGGING_FACE_TOKEN_KEY}"):
+        top.problem(HUGGING_FACE_TOKEN_KEY, "is stored in plaintext in the stack file; store it encrypted instead: "
+                                            f"pulumi config rm {HUGGING_FACE_TOKEN_KEY} && pulumi config set --secret {HUGGING_FACE_TOKEN_KEY} hf_... "
+                                            "(and revoke the token if the file was ever shared)")
     _raise_if(stack, problems)
 
     spec = StackSpec(
@@ -539,7 +549,29 @@ def _parse_cluster(s: _Section, region: str) -> ClusterSettings:
         workload_identity=s.string("workloadIdentity", "irsa", choices=WORKLOAD_IDENTITIES) or "irsa",
         support_type=s.string("supportType", "STANDARD", choices=SUPPORT_TYPES) or "STANDARD",
         log_retention_days=s.integer("logRetentionDays", 14, allowed=LOG_RETENTION_DAYS) or 14,
+        public_access_cidrs=_public_access_cidrs(s),
     )
+
+
+def _public_access_cidrs(s: _Section) -> tuple[str, ...]:
+    """Who may reach the public Kubernetes API endpoint: IPv4 blocks, default everyone (as EKS's own
+    default; preflight warns). The machine that runs `pulumi up` and kubectl must be inside."""
+    cidrs = s.listing("publicAccessCidrs", [OPEN_TO_ALL])
+    if cidrs is None:
+        return (OPEN_TO_ALL,)
+    if not cidrs:
+        s.problem("publicAccessCidrs", f"lists no block: nothing, not even `pulumi up`, could reach the cluster (omit it for {OPEN_TO_ALL})")
+    if len(cidrs) > MAX_PUBLIC_ACCESS_CIDRS:
+        s.problem("publicAccessCidrs", f"lists {len(cidrs)} blocks; EKS allows {MAX_PUBLIC_ACCESS_CIDRS}")
+    for index, cidr in enumerate(cidrs):
+        try:
+            network = ipaddress.ip_network(cidr) if isinstance(cidr, str) else None
+        except ValueError as error:
+            s.problem(f"publicAccessCidrs[{index}]", f"{cidr!r} is not an IPv4 CIDR block ({error}; e.g. 203.0.113.0/24)")
+            continue
+        if not isinstance(network, ipaddress.IPv4Network):
+            s.problem(f"publicAccessCidrs[{index}]", f"{cidr!r} is not an IPv4 CIDR block (the cluster is IPv4-only; e.g. 203.0.113.0/24)")
+    return tuple(c for c in cidrs if isinstance(c, str))
 
 
 def _parse_capacity(s: _Section, kubernetes_version: str) -> CapacitySettings:

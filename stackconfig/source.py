@@ -114,7 +114,8 @@ class StackInput:
         return {k[len(prefix):]: v for k, v in self.config.items() if k.startswith(prefix)}
 
     def spec(self) -> StackSpec | PlatformSpec:
-        return parse_stack_config(PROJECT, self.stack, self.config, read_stack=FILES.config)
+        return parse_stack_config(PROJECT, self.stack, self.config, read_stack=FILES.config,
+                                  is_secret=lambda key: key in self.secret_keys)
 
 
 def load_stack(stack: str, overrides: dict[str, Any] | None = None) -> StackInput:

@@ -72,6 +72,12 @@ CASES = [
     ("one-zone", QWEN, edit((P + "cluster", "availabilityZones"), ["us-east-2a"]), "cluster.availabilityZones"),
     ("zone-elsewhere", QWEN, edit((P + "cluster", "availabilityZones"), ["us-west-2a", "us-east-2b"]), "cluster.availabilityZones[0]"),
     ("identity-enum", QWEN, edit((P + "cluster", "workloadIdentity"), "kiam"), "cluster.workloadIdentity"),
+    ("public-cidr-host-bits", QWEN, edit((P + "cluster", "publicAccessCidrs"), ["203.0.113.7/24"]), "cluster.publicAccessCidrs[0]"),
+    ("public-cidr-ipv6", QWEN, edit((P + "cluster", "publicAccessCidrs"), ["2001:db8::/32"]), "cluster.publicAccessCidrs[0]"),
+    ("public-cidr-empty", QWEN, edit((P + "cluster", "publicAccessCidrs"), []), "cluster.publicAccessCidrs"),
+    ("public-cidr-string", QWEN, edit((P + "cluster", "publicAccessCidrs"), "0.0.0.0/0"), "cluster.publicAccessCidrs"),
+    # The token, in plaintext where `pulumi config set --secret` would have encrypted it.
+    ("plaintext-token", LLAMA, edit((P + "huggingFaceToken",), "hf_pasted_in_plaintext"), "huggingFaceToken: is stored in plaintext"),
     # Capacity.
     ("instance-type", QWEN, edit((P + "capacity",), {"instanceType": "p5.48xlarge"}), "capacity.instanceType"),
     ("capacity-type", QWEN, edit((P + "capacity",), {"capacityType": "spot"}), "capacity.capacityType"),

@@ -88,11 +88,11 @@ def test_lower_parts_do_not_reach_up(package, forbidden):
     assert {m: i for m, i in reached.items() if i} == {}
 
 
-def test_the_cli_runs_the_offline_engine_only_to_plan():
+def test_the_cli_runs_the_offline_engine_only_to_plan_and_to_scan():
     from tools.__main__ import COMMANDS
 
     outside = {command: module for command, module in COMMANDS.items() if not module.startswith("tools.")}
-    assert outside == {"plan": "offline.plan", "plan-all": "offline.plan"}
+    assert outside == {"plan": "offline.plan", "plan-all": "offline.plan", "scan": "offline.scan"}
 
 
 def test_no_circle_of_imports():

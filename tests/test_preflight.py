@@ -648,7 +648,7 @@ def test_json_output_for_machines(preflight_env, capsys):
     checks = {r["check"]: r for r in report["results"]}
     assert checks["AMI"]["status"] == "FAIL" and checks["offerings"]["status"] == "PASS"
     assert set(checks) == {"credentials", "CLIs", "offerings", "quota", "reservations", "AMI", "EKS add-ons",
-                           "Kubernetes", "Hugging Face", "cost"}
+                           "Kubernetes", "API endpoint", "Hugging Face", "cost"}
     assert checks["cost"]["data"]["perRunUsd"] > 0
 
 
@@ -657,7 +657,7 @@ def test_a_platform_is_checked_for_what_it_builds(preflight_env, capsys):
     out = capsys.readouterr().out
     report = json.loads(out[out.index("\n{") + 1:] if not out.startswith("{") else out)
     checks = {r["check"]: r for r in report["results"]}
-    assert set(checks) == {"credentials", "CLIs", "offerings", "EKS add-ons", "Kubernetes", "cost"}
+    assert set(checks) == {"credentials", "CLIs", "offerings", "EKS add-ons", "Kubernetes", "API endpoint", "cost"}
     assert checks["offerings"]["status"] == "PASS" and "us-east-2a" in checks["offerings"]["found"]
 
 
@@ -730,9 +730,18 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis)
         stub.assert_no_pending_responses()
     status = {r.check: r.status for r in results}
     assert status == {"credentials": "PASS", "CLIs": "PASS", "offerings": "PASS", "quota": "PASS", "reservations": "PASS",
-                      "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "Hugging Face": "PASS", "cost": "WARN"}
+                      "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "API endpoint": "WARN",
+                      "Hugging Face": "PASS", "cost": "WARN"}
     (cost_result,) = [r for r in results if r.check == "cost"]
     assert "reserved capacity bills by its own terms" in cost_result.found
+
+
+def test_an_endpoint_open_to_the_internet_warns_and_a_narrowed_one_passes():
+    open_result = platform.check_endpoint(spec_of())
+    assert open_result.status == "WARN" and "0.0.0.0/0" in open_result.found and "cluster.publicAccessCidrs" in open_result.fix
+    narrowed = load_stack(QWEN, {"sd-trn2:cluster": {"publicAccessCidrs": ["203.0.113.0/24", "198.51.100.7/32"]}}).spec()
+    result = platform.check_endpoint(narrowed)
+    assert result.status == "PASS" and "203.0.113.0/24, 198.51.100.7/32 only" in result.found
 
 
 # --- could not verify: the network, or a permission -------------------------------------------------

@@ -1,4 +1,4 @@
-"""`make scan` (tools/scan.py): the allowlist's rules, and the verdicts on checkov's report. checkov
+"""`make scan` (offline/scan.py): the allowlist's rules, and the verdicts on checkov's report. checkov
 itself is not installed here (it has a virtualenv of its own, `make scan`); a stand-in prints a
 report in checkov's JSON shape, so the verdicts are tested without it, and CI runs the real one."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tools import scan
+from offline import scan
 
 VLLM = "Deployment.sd-pairing-1a2b3c.vllm-sd"
 BENCHMARK = "Job.sd-pairing-1a2b3c.llmperf-0b71e74a"

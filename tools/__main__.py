@@ -33,7 +33,7 @@ COMMANDS = {
     "results": "tools.fetch_results",
     "sweep": "tools.sweep",
     "destroy": "tools.destroy",
-    "scan": "tools.scan",
+    "scan": "offline.scan",
 }
 
 

@@ -53,6 +53,7 @@ def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provi
         workload_identity=spec.cluster.workload_identity,
         support_type=spec.cluster.support_type,
         control_plane_log_group=logs.control_plane,
+        public_access_cidrs=spec.cluster.public_access_cidrs,
         tags=tags,
     ), opts=with_aws)
     karpenter = Karpenter("karpenter", KarpenterArgs(

@@ -30,6 +30,9 @@ class ClusterArgs:
     """STANDARD or EXTENDED; always explicit (pulumi-eks would default to EXTENDED)."""
     control_plane_log_group: aws.cloudwatch.LogGroup
     """EKS writes the control plane's logs there; created first, so EKS does not create its own."""
+    public_access_cidrs: tuple[str, ...]
+    """Who may reach the public API endpoint (cluster.publicAccessCidrs); always sent, so that
+    narrowing and re-opening it are both explicit updates."""
     tags: dict[str, str]
 
 
@@ -66,6 +69,8 @@ class Cluster(pulumi.ComponentResource):
     ready: list[pulumi.Resource]
     """What Kubernetes workloads must wait for: the control plane, nodes to run them on, DNS and
     (with Pod Identity) the agent that hands out credentials."""
+    secrets_key: aws.kms.Key
+    """The customer-managed key Kubernetes Secrets are envelope-encrypted with (rotation on)."""
     addon_versions: dict[str, pulumi.Input[str]]
     """The builds of the add-ons it installs (pinned, or EKS's default: components/addons.py)."""
 
@@ -76,6 +81,19 @@ class Cluster(pulumi.ComponentResource):
         versions = self.addon_versions = {
             addon: addon_version(addon, args.kubernetes_version, self)
             for addon in ("vpc-cni", "kube-proxy", "coredns", *(() if irsa else ("eks-pod-identity-agent",)))}
+        # Kubernetes Secrets (the Hugging Face token) are envelope-encrypted with a key of the
+        # cluster's own, rotated yearly. Adding encryption to an existing cluster is an in-place
+        # AssociateEncryptionConfig; removing it would replace the cluster, so it is never optional.
+        # EKS user guide, "Encrypt Kubernetes secrets with KMS on existing clusters";
+        # pulumi-eks v4.3.0 nodejs/eks/cluster/cluster.ts (encryptionConfigKeyArn).
+        self.secrets_key = aws.kms.Key(
+            f"{name}-secrets",
+            description=f"{args.cluster_name}: envelope encryption of Kubernetes Secrets",
+            enable_key_rotation=True,
+            deletion_window_in_days=7,  # the minimum: `pulumi destroy` leaves it pending deletion a week
+            tags=args.tags,
+            opts=child,
+        )
         cluster = eks.Cluster(
             f"{name}-eks",
             name=args.cluster_name,
@@ -86,6 +104,8 @@ class Cluster(pulumi.ComponentResource):
             node_associate_public_ip_address=False,
             endpoint_private_access=True,
             endpoint_public_access=True,
+            public_access_cidrs=list(args.public_access_cidrs),
+            encryption_config_key_arn=self.secrets_key.arn,
             authentication_mode=eks.AuthenticationMode.API,
             create_oidc_provider=irsa,
             skip_default_node_group=True,

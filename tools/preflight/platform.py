@@ -8,11 +8,12 @@ from typing import Any
 
 from stackconfig import PlatformSpec, StackSpec
 from stackconfig.catalog import APPROXIMATE_HOURLY_USD
+from stackconfig.parse import OPEN_TO_ALL
 from stackconfig.versions import EKS_SUPPORT, addon_requirement, stack_addons
 
 from .result import Result
 
-AMI, ADDONS, KUBERNETES = "AMI", "EKS add-ons", "Kubernetes"
+AMI, ADDONS, KUBERNETES, ENDPOINT = "AMI", "EKS add-ons", "Kubernetes", "API endpoint"
 # Standard support ending within this many days is worth a warning before a multi-hour run.
 SUPPORT_WARNING_DAYS = 30
 
@@ -134,3 +135,16 @@ def check_kubernetes_support(spec: StackSpec | PlatformSpec, today: datetime.dat
                                           f"({support.source})", "finish before then or raise cluster.kubernetesVersion")
     return Result("PASS", KUBERNETES, f"{k8s} in EKS standard support until {support.standard_until}, supportType "
                                       f"{support_type} ({support.source})")
+
+
+def check_endpoint(spec: StackSpec | PlatformSpec) -> Result:
+    """The public Kubernetes API endpoint's allowed sources (cluster.publicAccessCidrs): open to the
+    internet is EKS's default and works, but is worth narrowing to the networks that run
+    `pulumi up` and kubectl."""
+    cidrs = (spec if isinstance(spec, PlatformSpec) else spec.platform).cluster.public_access_cidrs
+    if OPEN_TO_ALL in cidrs:
+        return Result("WARN", ENDPOINT, f"the public Kubernetes API endpoint accepts {OPEN_TO_ALL} (the default); "
+                                        "authentication still applies",
+                      "set cluster.publicAccessCidrs to the blocks you run `pulumi up` and kubectl from (README, \"Security\")")
+    return Result("PASS", ENDPOINT, f"the public Kubernetes API endpoint accepts {', '.join(cidrs)} only; "
+                                    "this machine must be inside them")

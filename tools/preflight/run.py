@@ -88,6 +88,7 @@ def run_checks(spec: StackSpec | PlatformSpec, aws: AwsClients, now: datetime,
     results.append(guarded(platform.ADDONS, "allow eks:DescribeAddonVersions",
                            lambda: platform.check_addons(spec, aws.eks, read_deployed_addons())))
     results.append(platform.check_kubernetes_support(spec, now.date()))
+    results.append(platform.check_endpoint(spec))
     if isinstance(spec, StackSpec):
         results.append(hub.check_hub(spec, read_token))
     results.append(cost.check_cost(spec, aws.pricing, estimate, now.date()))

@@ -102,7 +102,7 @@ def load_allowlist(path: Path = ALLOWLIST) -> list[Allowed]:
 
 def render(stacks: list[str], out: Path) -> int:
     """Each stack's Kubernetes objects, one YAML file each. Returns how many were written."""
-    from offline.stacks import load_stack, run_stack
+    from .stacks import load_stack, run_stack
 
     if out.exists():
         shutil.rmtree(out)
