@@ -156,6 +156,14 @@ QUEUE = "aws:sqs/queue:Queue"
 BUCKET = "aws:s3/bucket:Bucket"
 RULE = "aws:cloudwatch/eventRule:EventRule"
 EKS = "eks:index:Cluster"
+KMS_KEY = "aws:kms/key:Key"
+
+
+def _key_id(c: Context) -> str:
+    """A KMS key id: a UUID, as KMS generates it."""
+    d = c.digest("key-id", length=32)
+    return f"{d[:8]}-{d[8:12]}-{d[12:16]}-{d[16:20]}-{d[20:]}"
+
 
 FAKES: tuple[Fake, ...] = (
     # The network: ids as EC2 returns them.
@@ -198,6 +206,17 @@ FAKES: tuple[Fake, ...] = (
     Fake(BUCKET, "arn", r"^arn:aws:s3:::[a-z0-9][a-z0-9.-]{2,62}$",
          (Source("sdk-doc", "pulumi_aws.s3.Bucket.arn", "Will be of format `arn:aws:s3:::bucketname`."),),
          lambda c: "arn:aws:s3:::" + (c.inputs.get("bucket") or c.inputs["bucketPrefix"] + c.digest("bucket", length=26))),
+    # The cluster's Secrets key: KMS picks its id (a UUID); the ARN carries it.
+    Fake(KMS_KEY, "keyId", r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+         (Source("botocore-example", "kms:CreateKey:KeyMetadata.KeyId", "1234abcd-12ab-34cd-56ef-1234567890ab"),),
+         _key_id),
+    Fake(KMS_KEY, "id", r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+         (Source("sdk-doc", "pulumi_aws.kms.Key.key_id", "Globally unique identifier for the key."),),
+         _key_id),
+    Fake(KMS_KEY, "arn", r"^arn:aws:kms:{region}:{account}:key/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+         (Source("botocore-example", "kms:CreateKey:KeyMetadata.Arn",
+                 "arn:aws:kms:us-east-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"),),
+         lambda c: f"arn:aws:kms:{c.region}:{c.account}:key/{_key_id(c)}"),
     # EventBridge rules feeding the queue: autonamed.
     Fake(RULE, "name", r"^[\w.-]{1,64}$",
          (Source("sdk-doc", "pulumi_aws.cloudwatch.EventRule.name", "If omitted, this provider will assign a random, unique name."),),

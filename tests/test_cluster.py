@@ -4,6 +4,8 @@ import json
 
 import pytest
 
+from offline.stacks import load_stack, run_stack
+
 
 def test_cluster_version_auth_and_oidc(recording, spec):
     cluster = recording.one("eks:index:Cluster")
@@ -174,6 +176,25 @@ def test_the_cluster_log_groups_are_the_programs_with_retention_and_created_befo
         if "containerinsights" in name:
             assert recording.depends_on(insights, group), name
             assert not recording.depends_on(cluster, group), name  # the control plane need not wait for them
+
+
+def test_secrets_are_encrypted_with_a_rotated_key_of_the_clusters_own(recording):
+    key = recording.one("aws:kms/key:Key")
+    assert key.inputs["enableKeyRotation"] is True and key.inputs["deletionWindowInDays"] == 7
+    cluster = recording.one("eks:index:Cluster")
+    assert cluster.inputs["encryptionConfigKeyArn"] == key.outputs["arn"]
+    assert key.parent == recording.one("sdtrn2:cluster:Cluster").urn
+
+
+def test_the_public_endpoint_takes_its_sources_from_config(recording, spec):
+    cluster = recording.one("eks:index:Cluster").inputs
+    assert cluster["publicAccessCidrs"] == list(spec.cluster.public_access_cidrs) == ["0.0.0.0/0"]
+    assert cluster["endpointPrivateAccess"] is True  # nodes reach the API inside the VPC, whatever the list
+
+
+def test_a_narrowed_public_endpoint_is_sent_as_given():
+    narrowed = run_stack(load_stack("qwen3-32b-qwen3-1.7b", {"sd-trn2:cluster": {"publicAccessCidrs": ["203.0.113.0/24"]}}))
+    assert narrowed.one("eks:index:Cluster").inputs["publicAccessCidrs"] == ["203.0.113.0/24"]
 
 
 def test_the_support_type_is_explicit(recording, spec):
