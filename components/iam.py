@@ -31,12 +31,14 @@ NODE_MANAGED_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
     "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
-    "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
 )
+"""What a node needs to join, network its pods and pull images. Not AmazonSSMManagedInstanceCore,
+which Karpenter's getting-started role adds for Session Manager shells: nothing here uses it, and
+`kubectl debug node/<name>` gives a shell without an agent the node's role must empower."""
 
 
 def ec2_node_role(name: str, parent: pulumi.Resource, tags: dict[str, str] | None = None) -> aws.iam.Role:
-    """An instance role with the four policies every EKS node needs (docs/facts.md, "Karpenter v1")."""
+    """An instance role with the policies every EKS node needs (NODE_MANAGED_POLICIES)."""
     role = aws.iam.Role(
         name,
         assume_role_policy=json.dumps(policy_document([

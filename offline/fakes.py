@@ -157,6 +157,8 @@ BUCKET = "aws:s3/bucket:Bucket"
 RULE = "aws:cloudwatch/eventRule:EventRule"
 EKS = "eks:index:Cluster"
 KMS_KEY = "aws:kms/key:Key"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 
 
 def _key_id(c: Context) -> str:
@@ -174,6 +176,12 @@ FAKES: tuple[Fake, ...] = (
     _ec2_id_fake("aws:ec2/eip:Eip", "eipalloc", "AllocateAddress", "AllocationId", "eipalloc-64d5890a"),
     _ec2_id_fake("aws:ec2/natGateway:NatGateway", "nat", "CreateNatGateway", "NatGateway.NatGatewayId", "nat-08d48af2a8e83edfd"),
     _ec2_id_fake("aws:ec2/routeTable:RouteTable", "rtb", "CreateRouteTable", "RouteTable.RouteTableId", "rtb-22574640"),
+    # The system nodes' launch template: EC2 numbers its versions from 1.
+    _ec2_id_fake(LAUNCH_TEMPLATE, "lt", "CreateLaunchTemplate", "LaunchTemplate.LaunchTemplateId", "lt-01238c059e3466abc"),
+    Fake(LAUNCH_TEMPLATE, "latestVersion", r"^[1-9]\d*$",
+         (Source("botocore-example", "ec2:CreateLaunchTemplate:LaunchTemplate.LatestVersionNumber", 1),
+          Source("sdk-doc", "pulumi_aws.ec2.LaunchTemplate.latest_version", "The latest version of the launch template.")),
+         lambda c: 1),
     # IAM roles are autonamed; their ARN is known once created.
     Fake(ROLE, "name", r"^[\w+=,.@-]{1,64}$",
          (Source("sdk-doc", "pulumi_aws.iam.Role.name", "If omitted, the provider will assign a random, unique name."),),
@@ -217,6 +225,11 @@ FAKES: tuple[Fake, ...] = (
          (Source("botocore-example", "kms:CreateKey:KeyMetadata.Arn",
                  "arn:aws:kms:us-east-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"),),
          lambda c: f"arn:aws:kms:{c.region}:{c.account}:key/{_key_id(c)}"),
+    # Log groups are named by the program; the ARN names the group, without the API's `:*`.
+    Fake(LOG_GROUP, "arn", r"^arn:aws:logs:{region}:{account}:log-group:[\w#./-]{1,512}$",
+         (Source("sdk-doc", "pulumi_aws.cloudwatch.LogGroup.arn", "ARN specifying the log group. Any `:*` suffix added by "
+                 "the API, denoting all CloudWatch Log Streams under the CloudWatch Log Group, is removed"),),
+         lambda c: f"arn:aws:logs:{c.region}:{c.account}:log-group:{c.inputs.get('name') or c.autoname()}"),
     # EventBridge rules feeding the queue: autonamed.
     Fake(RULE, "name", r"^[\w.-]{1,64}$",
          (Source("sdk-doc", "pulumi_aws.cloudwatch.EventRule.name", "If omitted, this provider will assign a random, unique name."),),

@@ -358,10 +358,15 @@ class PlatformSpec:
         return tuple(f"/aws/containerinsights/{self.cluster_name}/{kind}" for kind in CONTAINER_INSIGHTS_LOG_KINDS)
 
     @property
+    def flow_log_group(self) -> str:
+        """Where the VPC's flow logs go (components/platform/flow_logs.py)."""
+        return f"/aws/vpc/{self.cluster_name}/flow-logs"
+
+    @property
     def log_groups(self) -> tuple[str, ...]:
         """Every log group the cluster writes to; the program creates each, and `make sweep`
         lists any that a destroy left."""
-        return (self.control_plane_log_group, *self.container_insights_log_groups)
+        return (self.control_plane_log_group, *self.container_insights_log_groups, self.flow_log_group)
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,10 @@ def test_karpenter_controller_policy_is_scoped(recording, spec):
         assert needed in actions, needed
 
 
-def test_node_role_has_the_four_policies_and_an_ec2_linux_access_entry(recording):
+def test_node_role_has_the_three_policies_a_node_uses_and_an_ec2_linux_access_entry(recording):
     role = recording.one("aws:iam/role:Role", "karpenter-node")
     attached = sorted(r.inputs["policyArn"].rsplit("/", 1)[-1] for r in recording.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") if r.parent == role.urn)
-    assert attached == ["AmazonEC2ContainerRegistryPullOnly", "AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonSSMManagedInstanceCore"]
+    assert attached == ["AmazonEC2ContainerRegistryPullOnly", "AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy"]
     entry = recording.one("aws:eks/accessEntry:AccessEntry")
     assert entry.inputs["type"] == "EC2_LINUX" and entry.inputs["principalArn"] == role.outputs["arn"]
 

@@ -44,6 +44,19 @@ def test_system_node_group_is_on_demand_with_two_nodes(recording):
     assert group.inputs["cluster"]["resourceUrn"] == recording.one("eks:index:Cluster").urn
 
 
+def test_system_nodes_require_imdsv2_at_hop_limit_1_on_an_encrypted_root_like_the_trn2_nodes(recording):
+    template = recording.one("aws:ec2/launchTemplate:LaunchTemplate")
+    group = recording.one("eks:index:ManagedNodeGroup").inputs
+    assert group["launchTemplate"] == {"id": template.outputs["id"], "version": str(template.outputs["latestVersion"])}
+    assert "diskSize" not in group and "enableIMDSv2" not in group  # pulumi-eks refuses them beside a template
+    metadata = template.inputs["metadataOptions"]
+    trn2 = recording.one("kubernetes:karpenter.k8s.aws/v1:EC2NodeClass", "trn2-nodeclass").inputs["spec"]["metadataOptions"]
+    assert metadata["httpTokens"] == trn2["httpTokens"] == "required"
+    assert metadata["httpPutResponseHopLimit"] == trn2["httpPutResponseHopLimit"] == 1
+    (root,) = template.inputs["blockDeviceMappings"]
+    assert root["deviceName"] == "/dev/xvda" and root["ebs"]["encrypted"] == "true" and root["ebs"]["volumeType"] == "gp3"
+
+
 def test_private_subnets_span_two_zones_and_carry_discovery_tags(recording, spec):
     private = [r for r in recording.of_type("aws:ec2/subnet:Subnet") if "private" in r.name]
     assert len(private) >= 2
@@ -166,12 +179,14 @@ def test_the_cluster_log_groups_are_the_programs_with_retention_and_created_befo
     program creates each, by its exact name, before the cluster and the add-on that write there."""
     groups = {g.inputs["name"]: g for g in recording.of_type("aws:cloudwatch/logGroup:LogGroup")}
     cluster_name = spec.cluster_name
-    assert sorted(groups) == sorted([f"/aws/eks/{cluster_name}/cluster"] + [
+    assert sorted(groups) == sorted([f"/aws/eks/{cluster_name}/cluster", f"/aws/vpc/{cluster_name}/flow-logs"] + [
         f"/aws/containerinsights/{cluster_name}/{kind}" for kind in ("application", "dataplane", "host", "performance")])
     assert {g.inputs["retentionInDays"] for g in groups.values()} == {spec.cluster.log_retention_days} == {14}
     cluster = recording.one("eks:index:Cluster")
     assert recording.depends_on(cluster, groups[f"/aws/eks/{cluster_name}/cluster"])
     (insights,) = [a for a in recording.of_type("aws:eks/addon:Addon") if a.inputs["addonName"] == "amazon-cloudwatch-observability"]
+    flow_log = recording.one("aws:ec2/flowLog:FlowLog")
+    assert recording.depends_on(flow_log, groups[f"/aws/vpc/{cluster_name}/flow-logs"])
     for name, group in groups.items():
         if "containerinsights" in name:
             assert recording.depends_on(insights, group), name
@@ -210,3 +225,24 @@ def test_pulumi_eks_still_documents_extended_as_its_default():
     import pulumi_eks as eks
 
     assert 'Defaults to "EXTENDED"' in inspect.getsource(eks.ClusterArgs.__init__)
+
+
+def test_the_vpc_flow_logs_go_to_a_group_the_program_owns_under_a_role_only_the_service_assumes(recording, spec):
+    from .iam_eval import allows
+
+    flow = recording.one("aws:ec2/flowLog:FlowLog").inputs
+    vpc = recording.one("aws:ec2/vpc:Vpc")
+    group = recording.one("aws:cloudwatch/logGroup:LogGroup", "flow-logs")
+    assert flow["vpcId"] == vpc.outputs["id"] and flow["trafficType"] == "ALL"
+    assert flow["logDestinationType"] == "cloud-watch-logs" and flow["logDestination"] == group.outputs["arn"]
+    assert group.inputs["name"] == spec.platform.flow_log_group and group.inputs["retentionInDays"] == spec.cluster.log_retention_days
+    assert spec.platform.flow_log_group in spec.platform.log_groups  # `make sweep` looks for it after a destroy
+    role = recording.one("aws:iam/role:Role", "flow-logs")
+    assert flow["iamRoleArn"] == role.outputs["arn"]
+    (trust,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert trust["Principal"] == {"Service": "vpc-flow-logs.amazonaws.com"} and "aws:SourceAccount" in trust["Condition"]["StringEquals"]
+    policy = json.loads(recording.one("aws:iam/rolePolicy:RolePolicy", "flow-logs").inputs["policy"])
+    streams = f"{group.outputs['arn']}:log-stream:eni-0123-all"
+    assert allows(policy, "logs:PutLogEvents", streams)
+    assert not allows(policy, "logs:PutLogEvents", streams.replace("/flow-logs", "/cluster"))
+    assert not allows(policy, "logs:DeleteLogGroup", group.outputs["arn"])

@@ -83,6 +83,7 @@ def sample_inputs(fake: fakes.Fake) -> dict:
         fakes.BUCKET: {"bucketPrefix": "sd-qwen3-32b-qwen3-1-7b-a5-models-"},
         fakes.QUEUE: {"name": "sd-qwen3-32b-qwen3-1-7b-a5a34f"},
         fakes.EKS: {"name": "sd-platform", "createOidcProvider": True},
+        fakes.LOG_GROUP: {"name": "/aws/vpc/sd-platform/flow-logs"},
         "aws:eks/getCluster:getCluster": {"name": "sd-platform"},
         "aws:eks/getAddonVersion:getAddonVersion": {"addonName": "vpc-cni", "kubernetesVersion": "1.35"},
         "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
@@ -119,7 +120,7 @@ def test_a_cited_example_fits_the_row_and_the_fake_fits_it_too(fake):
                                 str(source.quote)), (fake.pattern, source.quote)
     value = fake.make(fakes.Context(region=SAMPLE["region"], token=fake.token, name="example", inputs=sample_inputs(fake)))
     for item in value if isinstance(value, list) else [value]:
-        assert re.fullmatch(pattern(fake), item), (fake.token, fake.output, item)
+        assert re.fullmatch(pattern(fake), str(item)), (fake.token, fake.output, item)
     assert value or value == [] or fake.output == "oidcProviderArn"
 
 

@@ -243,7 +243,7 @@ def test_sweep_lists_the_cluster_log_groups_a_destroy_left_and_only_those(aws_cr
     Another cluster whose name extends this one's keeps its groups out of the list."""
     spec = load_stack(STACK).spec()
     logs = boto3.client("logs", region_name="us-east-2")
-    assert len(spec.platform.log_groups) == 5
+    assert len(spec.platform.log_groups) == 6  # control plane, Container Insights' four, flow logs
     for name in spec.platform.log_groups:
         logs.create_log_group(logGroupName=name)
         logs.create_log_group(logGroupName=name.replace(CLUSTER, CLUSTER + "-2"))

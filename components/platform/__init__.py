@@ -11,6 +11,7 @@ from stackconfig.versions import AMI_ALIASES, KARPENTER, NEURON_HELM_CHART_VERSI
 
 from ..handle import ClusterHandle
 from .cluster import Cluster, ClusterArgs
+from .flow_logs import FlowLogs, FlowLogsArgs
 from .karpenter import Karpenter, KarpenterArgs
 from .model_store import ModelStore, ModelStoreArgs
 from .network import Network, NetworkArgs
@@ -37,6 +38,8 @@ def aws_provider(region: str, tags: dict[str, str]) -> aws.Provider:
 def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provider) -> ClusterHandle:
     with_aws = pulumi.ResourceOptions(providers=[provider])
     network = Network("network", NetworkArgs.from_spec(spec), opts=with_aws)
+    FlowLogs("flow-logs", FlowLogsArgs(vpc_id=network.vpc_id, log_group=spec.flow_log_group,
+                                       retention_days=spec.cluster.log_retention_days, tags=tags), opts=with_aws)
     logs = ClusterLogGroups("cluster-logs", ClusterLogGroupsArgs(
         control_plane=spec.control_plane_log_group,
         container_insights=spec.container_insights_log_groups,

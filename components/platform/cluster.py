@@ -15,6 +15,10 @@ from ..iam import ec2_node_role
 from ..identity import Mechanism, WorkloadIdentity
 from .addons import addon_version
 
+SYSTEM_ROOT_VOLUME_GIB = 50
+"""The system nodes' root volume: images, logs and the benchmark's emptyDirs (about 12 GiB,
+benchmark/pod.py WRITABLE_VOLUMES), with room to spare; EKS's default is 20 GiB."""
+
 
 @dataclass(frozen=True)
 class ClusterArgs:
@@ -126,6 +130,25 @@ class Cluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[args.control_plane_log_group]),
         )
         node_role = ec2_node_role(f"{name}-system-node", self, args.tags)
+        # What the trn2 nodes' EC2NodeClass already says (components/nodeclass.py), for the system
+        # nodes: IMDSv2 only, at hop limit 1 so pods cannot borrow the node's role, and an encrypted
+        # root volume. A managed node group has no setting for either; its launch template does
+        # (pulumi-eks v4.3.0 nodegroup.ts: a custom template excludes disk_size and enable_imd_sv2).
+        # Adding it replaces the node group of a running stack once (README, "Security").
+        system_template = aws.ec2.LaunchTemplate(
+            f"{name}-system",
+            description=f"{args.cluster_name}: system nodes",
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=1),
+            block_device_mappings=[aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name="/dev/xvda",  # AL2023's root device
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=SYSTEM_ROOT_VOLUME_GIB, volume_type="gp3", encrypted="true", delete_on_termination="true"))],
+            tag_specifications=[aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=args.tags)
+                                for kind in ("instance", "volume")],
+            tags=args.tags,
+            opts=child,
+        )
         # On-demand and never managed by Karpenter: the Karpenter controller must not run on
         # nodes it could terminate, and the benchmark must outlive the trn2 nodes it measures.
         system_nodes = eks.ManagedNodeGroup(
@@ -135,6 +158,8 @@ class Cluster(pulumi.ComponentResource):
             subnet_ids=args.private_subnet_ids,
             instance_types=[args.system_node_instance_type],
             capacity_type="ON_DEMAND",
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=system_template.id, version=system_template.latest_version.apply(str)),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=args.system_node_count, min_size=args.system_node_count, max_size=args.system_node_count + 1
             ),
