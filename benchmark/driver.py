@@ -8,10 +8,13 @@ every result in S3 as soon as it exists.
    every case with the cases so far.
 2. Wait until every variant's /health answers.
 3. For each test case, each variant in turn (interleaved, so drift over a long run hits all variants
-   alike): locate the variant's pod and Neuron devices, read its speculative-decoding counters,
+   alike): wait again until it answers (a server that restarted mid-run is waited for, not
+   measured while it loads), locate the variant's pod and Neuron devices, read its speculative-decoding counters,
    run LLMPerf (unmodified, its flags, files and keys as upstream) through a measuring proxy
    (benchmark/proxy.py) with its stdout/stderr kept in the case folder, read the counters again,
-   publish the case to CloudWatch and upload the case folder. The devices' Neuron telemetry is
+   publish the case to CloudWatch once (a published.json marker in S3 says it was, so a case done
+   again after a killed run never counts twice) and upload the case folder; each upload is
+   retried. The devices' Neuron telemetry is
    read in the background once CloudWatch has it, then published and uploaded.
 4. run.json gets status "complete", "incomplete" (a case completed fewer requests than asked) or
    "failed" (with the reason: endpoints never healthy, SIGTERM at the Job's deadline, ...) and is
@@ -51,6 +54,10 @@ Runner = Callable[[list[str], dict[str, str], Path, Path, float], int]
 """(argv, extra environment, working directory, case folder for stdout/stderr, deadline in
 seconds) -> exit code."""
 TIMED_OUT = 124  # as coreutils' timeout(1)
+PUBLISHED_FILE = "published.json"
+TELEMETRY_PUBLISHED_FILE = "telemetry-published.json"
+UPLOAD_ATTEMPTS = 3
+"""Tries per file on top of botocore's own retries (production_hooks), for what those do not cover."""
 # LLMPerf starts a local Ray instance before it sends anything
 # (ray-project/llmperf@f1d6bed:token_benchmark_ray.py, ray.init under __main__).
 STARTUP_ALLOWANCE_S = 600
@@ -188,6 +195,11 @@ class Hooks:
     telemetry: Callable[[dict, float, float], dict] | None = None
     python: str = sys.executable
     upload_errors: list[str] = field(default_factory=list)
+    uploaded: Callable[[Path], bool] = lambda path: False
+    """Whether a file of the results folder is already in the store (production: an S3 listing,
+    for a study, which may redo a case a killed run left half done)."""
+    sleep: Callable[[float], None] = time.sleep
+    poll_s: float = 60
 
     def save(self, path: Path, content: Any) -> None:
         """Write a JSON file and upload it at once."""
@@ -195,11 +207,25 @@ class Hooks:
         self.keep(path)
 
     def keep(self, path: Path) -> None:
-        try:
-            self.upload(path)
-        except Exception as error:  # an upload failure must not stop the benchmark; it fails the Job at the end
-            self.upload_errors.append(f"{path}: {type(error).__name__}: {error}")
-            print(f"WARNING: could not upload {path}: {error}", flush=True)
+        for attempt in range(1, UPLOAD_ATTEMPTS + 1):
+            try:
+                self.upload(path)
+                return
+            except Exception as error:  # an upload failure must not stop the benchmark; it fails the Job at the end
+                if attempt == UPLOAD_ATTEMPTS:
+                    self.upload_errors.append(f"{path}: {type(error).__name__}: {error}")
+                    print(f"WARNING: could not upload {path} ({attempt} attempts): {error}", flush=True)
+                else:
+                    self.sleep(2 ** attempt)
+
+    def publish_once(self, marker: Path, data: list[dict]) -> None:
+        """Publish to CloudWatch unless the marker says this case already was; then leave the
+        marker. PutMetricData adds every datum it is sent, so publishing twice would count twice."""
+        if self.uploaded(marker):
+            print(f"already published ({marker.name} in the store): not publishing again", flush=True)
+            return
+        self.publish(data)
+        self.save(marker, {"publishedAt": utc_now(), "data": len(data)})
 
 
 def counters(hooks: Hooks, endpoint: str) -> dict[str, Any]:
@@ -237,8 +263,8 @@ def run_case(config: dict, variant: dict, test_case: str, results_dir: Path, run
     for path in sorted(p for p in out.iterdir() if p.is_file()):
         hooks.keep(path)
     try:
-        hooks.publish(case_metric_data(case, variant, datetime.fromtimestamp(finished, timezone.utc),
-                                       dimension_values(config, variant["name"], test_case)))
+        hooks.publish_once(out / PUBLISHED_FILE, case_metric_data(case, variant, datetime.fromtimestamp(finished, timezone.utc),
+                                                                  dimension_values(config, variant["name"], test_case)))
     except Exception as error:  # CloudWatch is a view of the results; S3 holds them
         print(f"WARNING: could not publish [{test_case}] {variant['name']}: {error}", flush=True)
     if hooks.telemetry is not None:
@@ -262,9 +288,19 @@ def collect_telemetry(hooks: Hooks, variant: dict, test_case: str, out: Path, pl
         data = {"status": "unavailable", "reason": f"{type(error).__name__}: {error}"}
     hooks.save(out / TELEMETRY_FILE, data)
     try:
-        hooks.publish(telemetry_metric_data(*dimensions, data))
+        hooks.publish_once(out / TELEMETRY_PUBLISHED_FILE, telemetry_metric_data(*dimensions, data))
     except Exception as error:
         print(f"WARNING: could not publish telemetry of [{test_case}] {variant['name']}: {error}", flush=True)
+
+
+def wait_ready(variants: list[dict], hooks: Hooks) -> None:
+    wait_for_variants(variants, lambda v: not_ready(v, hooks.healthy, hooks.committed), hooks.wait_timeout_s,
+                      poll_s=hooks.poll_s, sleep=hooks.sleep)
+
+
+def use_prompt(prompt_file: Path, original: str, prompt: str | None) -> None:
+    """A test case's prompt as LLMPerf's sonnet.txt (None: LLMPerf's own sonnets)."""
+    prompt_file.write_text(original if prompt is None else (prompt.rstrip("\n") + "\n") * PROMPT_LINES)
 
 
 def run_record(config: dict, run_id: str) -> dict[str, Any]:
@@ -283,10 +319,11 @@ def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, llmper
     original_prompts = prompt_file.read_text()
     telemetry = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
     try:
-        wait_for_variants(config["variants"], lambda v: not_ready(v, hooks.healthy, hooks.committed), hooks.wait_timeout_s)
+        wait_ready(config["variants"], hooks)
         for test_case, prompt in config["testCases"].items():
-            prompt_file.write_text(original_prompts if prompt is None else (prompt.rstrip("\n") + "\n") * PROMPT_LINES)
+            use_prompt(prompt_file, original_prompts, prompt)
             for variant in config["variants"]:
+                wait_ready([variant], hooks)
                 run["cases"].append(run_case(config, variant, test_case, results_dir, run_id, llmperf_dir, hooks, telemetry))
                 hooks.save(run_dir / RUN_FILE, run)
         short = [f"{c['testCase']}/{c['variant']} ({c['completed']} of {c['asked']})" for c in run["cases"] if c["short"]]
@@ -318,22 +355,36 @@ class S3Mirror:
     def __init__(self, client: Any, bucket: str, prefix: str, results_dir: Path):
         self.client, self.bucket, self.prefix, self.results_dir = client, bucket, prefix, results_dir
 
+    def key(self, path: Path) -> str:
+        return self.prefix + path.relative_to(self.results_dir).as_posix()
+
     def __call__(self, path: Path) -> None:
-        self.client.upload_file(str(path), self.bucket, self.prefix + path.relative_to(self.results_dir).as_posix())
+        self.client.upload_file(str(path), self.bucket, self.key(path))
+
+    def exists(self, path: Path) -> bool:
+        return listed(self.client, self.bucket, self.key(path))
+
+
+S3_RETRIES = {"max_attempts": 10, "mode": "standard"}
+"""botocore's standard retry mode: throttling, 5xx and connection errors retried with jittered
+backoff (botocore docs, "Retries": standard mode; max_attempts counts the first try)."""
 
 
 def production_hooks(config: dict, args: argparse.Namespace) -> Hooks:
     """The pod's wiring: S3, CloudWatch and the in-cluster Kubernetes API."""
     import boto3
+    from botocore.config import Config
 
     from . import telemetry
     from .publish import publish_data
 
     hooks = Hooks(wait_timeout_s=args.wait_timeout_seconds)
     if args.bucket:
-        s3 = boto3.client("s3")
-        hooks.upload = S3Mirror(s3, args.bucket, args.prefix, args.results_dir)
+        s3 = boto3.client("s3", config=Config(retries=S3_RETRIES))
+        mirror = hooks.upload = S3Mirror(s3, args.bucket, args.prefix, args.results_dir)
         hooks.committed = lambda key: listed(s3, args.bucket, key)
+        if "study" in config:  # only a study redoes a case, and only its role may list its results
+            hooks.uploaded = mirror.exists
     if telemetry.SERVICE_ACCOUNT_DIR.exists():
         api = telemetry.KubernetesApi.in_cluster()
         namespace = (telemetry.SERVICE_ACCOUNT_DIR / "namespace").read_text().strip()

@@ -11,7 +11,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 # What the pod runs (standard library + the lock's boto3); report.py, seedcompare.py and seeds.py
 # stay on the operator's side (report.png needs matplotlib).
 POD_MODULES = ("__init__.py", "acceptance.py", "analysis.py", "driver.py", "podsetup.py", "proxy.py", "publish.py",
-               "results.py", "telemetry.py")
+               "results.py", "telemetry.py", "tuner.py")
 POD_LOCK = "requirements-pod.lock"
 """Bucket prefix of LLMPerf's tokenizer, downloaded once and restored from there (podsetup.py)."""
 CODE_MOUNT = "/opt/benchmark"
@@ -103,9 +103,9 @@ def code_items(llmperf_commit: str) -> list[dict[str, str]]:
         {"key": RUN_CONFIG, "path": RUN_CONFIG}]
 
 
-def setup_script(llmperf_commit: str) -> str:
+def setup_script(llmperf_commit: str, entry: str = "driver") -> str:
     """Install the hash-locked dependencies, fetch and verify LLMPerf and its tokenizer
-    (podsetup.py), then run the driver offline from the hub. Any failed step ends the pod with a
+    (podsetup.py), then run the driver (or a study's tuner, which drives it) offline from the hub. Any failed step ends the pod with a
     FATAL line and a non-zero exit, so the Job fails."""
     return "\n".join([
         "set -euo pipefail",
@@ -119,7 +119,7 @@ def setup_script(llmperf_commit: str) -> str:
         # The token was for the tokenizer download only: the driver and LLMPerf never see its path.
         "unset HF_TOKEN_PATH",
         f"export HF_HOME={HF_HOME} HF_HUB_OFFLINE=1",
-        f"exec python -m benchmark.driver --config {CODE_MOUNT}/{RUN_CONFIG} --results-dir /results"
+        f"exec python -m benchmark.{entry} --config {CODE_MOUNT}/{RUN_CONFIG} --results-dir /results"
         f' --llmperf-dir {LLMPERF_DIR} --namespace "$METRICS_NAMESPACE" --bucket "$RESULTS_BUCKET" --prefix "$RESULTS_PREFIX"',
     ])
 

@@ -65,7 +65,15 @@ class KubernetesApi:
                    ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt")))
 
     def get(self, path: str) -> dict[str, Any]:
-        request = urllib.request.Request(self.base_url + path, headers={"Authorization": f"Bearer {self._token}"})
+        return self._send(urllib.request.Request(self.base_url + path, headers={"Authorization": f"Bearer {self._token}"}))
+
+    def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386), which the API server takes for any resource."""
+        return self._send(urllib.request.Request(
+            self.base_url + path, data=json.dumps(body).encode(), method="PATCH",
+            headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/merge-patch+json"}))
+
+    def _send(self, request: urllib.request.Request) -> dict[str, Any]:
         with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._context) as response:
             return json.loads(response.read())
 

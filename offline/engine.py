@@ -48,6 +48,8 @@ class RecordedResource:
     """As sent: {"urn": ...} or {"spec": {name, type, stack, project, parentUrn, noParent}}."""
     read: bool = False
     """A ReadResource (e.g. a StackReference), not a registration: nothing is created."""
+    ignore_changes: list[str] = field(default_factory=list)
+    """Input paths the engine leaves as they are on update (the ignoreChanges option)."""
 
     def as_plan_entry(self) -> dict[str, Any]:
         entry = {
@@ -62,6 +64,8 @@ class RecordedResource:
             entry["aliases"] = self.aliases
         if self.read:
             entry["read"] = True
+        if self.ignore_changes:
+            entry["ignoreChanges"] = self.ignore_changes
         return entry
 
 
@@ -296,6 +300,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 outputs=state,
                 provider=request.provider or None,
                 aliases=[_alias(a) for a in request.aliases],
+                ignore_changes=list(request.ignoreChanges),
             )
         )
         return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=response_state)

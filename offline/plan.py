@@ -18,7 +18,7 @@ import pulumi
 import yaml
 
 from stackconfig import ConfigError, PlatformSpec, StackSpec
-from stackconfig.timeline import cold_path, describe
+from stackconfig.timeline import cold_path, describe, study_modes
 from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION, stack_addons
 
 from .engine import Recording
@@ -66,7 +66,11 @@ def pairing_lines(spec: StackSpec) -> list[str]:
              "Derived sizes:"]
     shape = spec.capacity.shape
     lines.append(f"  instance type      {spec.capacity.instance_type} ({shape.neuron_devices} devices, {spec.capacity.capacity_type})")
-    lines.append(f"  trn2 nodes         {spec.node_count} (all {len(spec.variants)} variants served at once)")
+    if spec.sequential:
+        at_once = "a baseline and one SD configuration" if spec.pairs_fit_together else "one server"
+        lines.append(f"  trn2 nodes         {spec.node_count} (study, sequential: the tuner serves {at_once} at a time)")
+    else:
+        lines.append(f"  trn2 nodes         {spec.node_count} (all {len(spec.variants)} variants served at once)")
     if shape.approx_hourly_usd:
         nodes = shape.approx_hourly_usd * spec.node_count
         if spec.shared:
@@ -78,7 +82,7 @@ def pairing_lines(spec: StackSpec) -> list[str]:
     lines.append(f"  device groups      {', '.join(str(s) for s in spec.device_group_sizes)} device(s)")
     for v in spec.variants:
         extra = f" vs {v.baseline}, draft {v.draft}, k={v.num_speculative_tokens}" if v.is_speculative else ""
-        lines.append(f"  variant {v.name:<11}{v.role:<9} {v.target}  devices {v.devices}  TP {v.tensor_parallel_size}  "
+        lines.append(f"  variant {v.name:<16} {v.role:<9} {v.target}  devices {v.devices}  TP {v.tensor_parallel_size}  "
                      f"LNC {v.serving.logical_neuron_cores}{extra}")
         lines.append(f"    artifacts        {v.artifact_path}")
         if v.is_speculative and v.draft_max_model_len and v.draft_max_model_len < v.serving.max_model_len:
@@ -90,6 +94,27 @@ def pairing_lines(spec: StackSpec) -> list[str]:
     lines += ["", "Cold path (estimates; each step logs the rate it reaches):"]
     for step in cold_path(spec):
         lines.append(f"  {step.name:<10} {describe(step):<32} {step.assumes}")
+    if spec.study:
+        lines += study_lines(spec)
+    return lines
+
+
+def study_lines(spec: StackSpec) -> list[str]:
+    """The study's configurations and what each mode costs (stackconfig/timeline.py study_modes)."""
+    study = spec.study
+    sd = [v for v in spec.variants if v.is_speculative]
+    lines = ["", f"Tuning study ({study.mode}; {len(sd)} SD configurations x {len(spec.benchmark.test_cases)} test cases "
+                 f"x {study.repeats} repeats; README 'Tuning study'):"]
+    targets = [f"TTFT <= {study.ttft_target_ms} ms" if study.ttft_target_ms else "",
+               f"TPOT <= {study.tpot_target_ms} ms" if study.tpot_target_ms else ""]
+    lines.append(f"  goodput            {' and '.join(t for t in targets if t) or 'no targets (study.ttftTargetMs, study.tpotTargetMs)'}")
+    lines.append(f"  tuner scales       {', '.join(f'vllm-{v.name}' for v in spec.tuned_servers) or 'nothing: every server is up'}")
+    for estimate in study_modes(spec):
+        chosen = " (this stack)" if estimate.mode == study.mode else ""
+        cost = [estimate.usd(h) for h in (estimate.first_hours, estimate.repeat_hours)]
+        money = (f", ~${cost[0]:,.0f} / ~${cost[1]:,.0f} in trn2 node time" if cost[0] is not None else "")
+        lines.append(f"  {estimate.mode + chosen:<18} {estimate.nodes} trn2 node(s), ~{estimate.first_hours:,.1f} h first run "
+                     f"(compiles, upper bound) / ~{estimate.repeat_hours:,.1f} h once compiled{money}")
     return lines
 
 

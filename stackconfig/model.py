@@ -28,6 +28,7 @@ Quantization = Literal["none", "fp8"]
 WorkloadIdentity = Literal["irsa", "pod-identity"]
 SupportType = Literal["STANDARD", "EXTENDED"]
 SpeculationMethod = Literal["draft_model", "eagle", "eagle3", "dflash"]
+StudyMode = Literal["sequential", "parallel"]
 """vLLM's speculative_config method: "draft_model" for a plain draft model (vLLM's default when
 no method is given) and "eagle" for an EAGLE head on nxdi-legacy; "eagle3" and "dflash" heads on
 vllm-neuron (docs/facts.md, "vLLM on Neuron", "Serving engines")."""
@@ -316,6 +317,32 @@ class BenchmarkSettings:
 
 
 @dataclass(frozen=True)
+class GridPoint:
+    """One configuration a study's grid adds: a draft at a speculative window, served as an SD
+    variant of its own (its own compiled set, validated like a hand-written variant)."""
+
+    variant: str
+    draft: str
+    window: int
+
+
+@dataclass(frozen=True)
+class StudySettings:
+    """`study`: every SD configuration of the stack (hand-written, plus the grid of drafts x
+    windows) measured against its baseline by the tuner, repeated, with a tuning report."""
+
+    mode: StudyMode
+    """sequential: the tuner scales one SD configuration up at a time beside its baseline (the
+    cost of a two-variant stack); parallel: every server up at once, nodes from packing."""
+    repeats: int
+    """Times each configuration runs every test case; the report's intervals come from them."""
+    grid: tuple[GridPoint, ...] = ()
+    ttft_target_ms: int | None = None
+    tpot_target_ms: int | None = None
+    """Goodput counts the requests meeting both targets (each None: not a condition)."""
+
+
+@dataclass(frozen=True)
 class PlatformSpec:
     """What a cluster is built from: network, EKS, identity, the model store. A standalone stack
     builds its own; a shared pairing reads its platform stack's."""
@@ -385,6 +412,7 @@ class StackSpec:
     variants: tuple[Variant, ...]
     benchmark: BenchmarkSettings
     tags: dict[str, str] = field(default_factory=dict)
+    study: StudySettings | None = None
 
     @property
     def shared(self) -> bool:
@@ -458,8 +486,37 @@ class StackSpec:
         return tuple(sorted({v.devices for v in self.variants}))
 
     @property
-    def node_count(self) -> int:
+    def sequential(self) -> bool:
+        return self.study is not None and self.study.mode == "sequential"
+
+    @property
+    def tuned_servers(self) -> tuple[Variant, ...]:
+        """The servers the tuner scales (sequential mode: all of them, created at zero replicas);
+        in parallel mode, or without a study, none: each runs from `pulumi up` on."""
+        return self.variants if self.sequential else ()
+
+    @property
+    def parallel_node_count(self) -> int:
+        """Nodes for every server at once (first-fit decreasing)."""
         return len(pack_device_groups([v.devices for v in self.variants], self.capacity.shape.neuron_devices))
+
+    @property
+    def sequential_node_count(self) -> int:
+        """Nodes for the largest single server: in sequential mode the tuner never runs more."""
+        node = self.capacity.shape.neuron_devices
+        return max(len(pack_device_groups([v.devices], node)) for v in self.variants)
+
+    @property
+    def pairs_fit_together(self) -> bool:
+        """Whether every compared pair (a variant and its baseline) fits on the sequential nodes at
+        once; if not, the tuner serves one server at a time (the 405B stack: 16 devices each)."""
+        node = self.capacity.shape.neuron_devices
+        return all(len(pack_device_groups([v.devices, self.variant(v.baseline).devices], node)) <= self.sequential_node_count
+                   for v in self.variants if v.baseline)
+
+    @property
+    def node_count(self) -> int:
+        return self.sequential_node_count if self.sequential else self.parallel_node_count
 
     @property
     def requires_hugging_face_token(self) -> bool:

@@ -62,12 +62,14 @@ from .model import (
     BenchmarkSettings,
     CapacitySettings,
     ClusterSettings,
+    GridPoint,
     PlatformSpec,
     ServingSettings,
     StackSpec,
+    StudySettings,
     Variant,
 )
-from .naming import name_problems, stack_slug
+from .naming import name_problems, slug, stack_slug
 from .semantics import engine_failures
 from .server import RESERVED_ENVIRONMENT, node_cache_gib
 from .store import UNPINNED_REVISION, is_commit
@@ -187,7 +189,7 @@ STACK_KINDS = ("pairing", "platform")
 PLATFORM_KEYS = {"stackKind", "cluster", "capacity", "modelStore", "tags"}
 """A platform stack: the cluster and what every pairing on it shares."""
 PAIRING_KEYS = {"stackKind", "platform", "cluster", "capacity", "serving", "variants", "benchmark", "modelStore", "tags",
-                "modelRevisions",
+                "modelRevisions", "study",
                 "models", HUGGING_FACE_TOKEN_KEY}
 PLATFORM_OWNED = ("cluster", "modelStore")
 """Keys a shared pairing must leave to its platform stack."""
@@ -247,11 +249,15 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     serving = _parse_serving(_Section("serving", raw.get("serving"), problems, SERVING_KEYS), capacity, models)
     benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, BENCHMARK_KEYS), stack, serving)
     revisions = _model_revisions(top, raw)
-    variants = _resolve_baselines(_parse_variants(top, raw.get("variants"), problems, serving, benchmark, models, revisions),
-                                  problems)
+    entries = _variant_entries(top, raw.get("variants"))
+    study, grid_entries = _parse_study(_Section("study", raw.get("study"), problems, STUDY_KEYS), models) \
+        if "study" in raw else (None, [])
+    keys = [key for key, _ in entries + grid_entries]
+    variants = _resolve_baselines(_parse_variants(entries + grid_entries, problems, serving, benchmark, models, revisions),
+                                  keys, problems)
     if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
-        for index, variant in enumerate(variants):
-            _check_buckets(f"variants[{index}]", variant, problems)
+        for key, variant in zip(keys, variants):
+            _check_buckets(key, variant, problems)
     _check_metric_dimensions(benchmark, variants, problems)
     plugin_variants = [v.name for v in variants if v.engine == "vllm-neuron"]
     if serving.max_num_batched_tokens and not plugin_variants:
@@ -281,19 +287,20 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
         variants=tuple(variants),
         benchmark=benchmark,
         tags=tags,
+        study=study,
     )
     paths = [v.artifact_path for v in spec.variants]
     for path in sorted({p for p in paths if paths.count(p) > 1}):
         problems.append(("variants", f"two variants compile into the same path {path}; they would overwrite each other"))
     shape = spec.capacity.shape
-    for index, variant in enumerate(spec.variants):
+    for key, variant in zip(keys, spec.variants):
         # Each server's cache is an emptyDir on the node's instance store: its share of it, by devices.
         share = shape.allocatable_ephemeral_gib * variant.devices // shape.neuron_devices
         if node_cache_gib(variant) > share:
-            problems.append((f"variants[{index}]", f"its weights and compiled set need {node_cache_gib(variant)} GiB of the node's "
+            problems.append((key, f"its weights and compiled set need {node_cache_gib(variant)} GiB of the node's "
                                                    f"instance store; its share of a {spec.capacity.instance_type} is {share} GiB "
                                                    "(give it more devices: serving.devicesPerVariant)"))
-    semantic = [problem for index, variant in enumerate(spec.variants) for problem in _engine_problems(f"variants[{index}]", variant)]
+    semantic = [problem for key, variant in zip(keys, spec.variants) for problem in _engine_problems(key, variant)]
     problems += sorted(set(semantic), key=semantic.index)  # a serving-wide setting: once, not per variant
     _raise_if(stack, problems)
     return spec
@@ -324,9 +331,17 @@ def gated_models(project: str, config: Mapping[str, Any]) -> list[str]:
     for variant in raw.get("variants") or [] if isinstance(raw.get("variants"), list) else []:
         if isinstance(variant, dict):
             named += [variant.get("target"), variant.get("draft")]
+    named += _study_drafts(raw)
     declared = raw.get("models") if isinstance(raw.get("models"), dict) else {}
     gated = {m for m, info in MODELS.items() if info.gated} | {m for m, d in declared.items() if isinstance(d, dict) and d.get("gated") is True}
     return sorted({m for m in named if isinstance(m, str) and m in gated})
+
+
+def _study_drafts(raw: Mapping[str, Any]) -> list[Any]:
+    """The drafts a study's grid names, read from the raw values (a string, or {model: ...})."""
+    study = raw.get("study")
+    drafts = study.get("drafts") if isinstance(study, dict) else None
+    return [d.get("model") if isinstance(d, dict) else d for d in drafts] if isinstance(drafts, list) else []
 
 
 MODEL_KEYS = {"tokenizerFamily", "gated", "paramsBillion", "kind", "draftFor", "checkpointDtype", "layers", "bf16Modules"}
@@ -380,6 +395,7 @@ def _model_revisions(top: _Section, raw: dict) -> dict[str, str]:
     for variant in variants if isinstance(variants, list) else []:
         if isinstance(variant, dict):
             candidates += [variant.get("target"), variant.get("draft")]
+    candidates += _study_drafts(raw)
     named = {m for m in candidates if isinstance(m, str)}
     for model, revision in revisions.items():
         if model not in named:
@@ -767,14 +783,70 @@ VARIANT_KEYS = {"name", "role", "target", "baseline", "draft", "numSpeculativeTo
 SPECULATION_KEYS = ("draft", "numSpeculativeTokens", "draftMaxModelLen", "speculationMethod")
 
 
-def _parse_variants(top: _Section, raw: Any, problems: list, serving: ServingSettings, benchmark: BenchmarkSettings,
-                    models: Mapping[str, ModelInfo], revisions: Mapping[str, str]) -> list[Variant]:
+def _variant_entries(top: _Section, raw: Any) -> list[tuple[str, Any]]:
+    """The hand-written variants, each with the key its problems are reported under."""
     if not isinstance(raw, list) or not raw:
         top.problem("variants", "must be a non-empty list of variants (at least one baseline and one sd)")
         return []
+    return [(f"variants[{index}]", entry) for index, entry in enumerate(raw)]
+
+
+STUDY_KEYS = {"mode", "repeats", "drafts", "windows", "baseline", "draftMaxModelLen", "ttftTargetMs", "tpotTargetMs"}
+STUDY_MODES = ("sequential", "parallel")
+STUDY_DRAFT_KEYS = {"model", "label"}
+MAX_STUDY_REPEATS = 10
+
+
+def _parse_study(s: _Section, models: Mapping[str, ModelInfo]) -> tuple[StudySettings, list[tuple[str, Any]]]:
+    """`study`: the tuner's mode and repeats, and a grid of drafts x windows, each point
+    expanded into an SD variant entry that is then parsed like a hand-written one (its problems
+    under `study(draft ..., window ...)`). The variant is named <label>-k<window>; the label is
+    the draft's name slugged, or `label` where that name would be too long."""
+    mode = s.string("mode", "sequential", choices=STUDY_MODES) or "sequential"
+    repeats = s.integer("repeats", 3, low=1, high=MAX_STUDY_REPEATS) or 3
+    targets = [s.integer(key, None, low=1, high=600_000) for key in ("ttftTargetMs", "tpotTargetMs")]
+    windows = s.listing("windows", []) or []
+    for index, window in enumerate(windows):
+        if isinstance(window, bool) or not isinstance(window, int) or not SPECULATIVE_TOKENS_RANGE[0] <= window <= SPECULATIVE_TOKENS_RANGE[1]:
+            s.problem(f"windows[{index}]", f"{window!r} is not a speculative window in {SPECULATIVE_TOKENS_RANGE[0]}..{SPECULATIVE_TOKENS_RANGE[1]}")
+    windows = [w for w in windows if isinstance(w, int) and not isinstance(w, bool) and SPECULATIVE_TOKENS_RANGE[0] <= w <= SPECULATIVE_TOKENS_RANGE[1]]
+    if len(set(windows)) != len(windows):
+        s.problem("windows", "lists a window more than once")
+    drafts = s.listing("drafts", []) or []
+    if bool(drafts) != bool(s.raw.get("windows")):
+        s.problem("drafts" if not drafts else "windows", "drafts and windows make the grid together: give both, or neither "
+                                                           "(the study then measures the hand-written variants)")
+    entries: list[tuple[str, Any]] = []
+    grid: list[GridPoint] = []
+    labels: list[str] = []
+    for index, raw in enumerate(drafts):
+        entry = _Section(s.key(f"drafts[{index}]"), raw if isinstance(raw, dict) else {"model": raw}, s.problems, STUDY_DRAFT_KEYS)
+        model = entry.model("model", models)
+        if model is None:
+            continue
+        label = entry.string("label", slug(model), pattern=_DNS_LABEL, hint="a lowercase DNS label") or slug(model)
+        longest = f"{label}-k{max(windows, default=1)}"
+        if not _DNS_LABEL.match(longest):
+            entry.problem("label" if "label" in entry.raw else "model",
+                          f"the variants' names ({longest!r}) would not be DNS labels of at most 32 characters: "
+                          f"give this draft a short label ({{model: {model}, label: ...}})")
+        if label in labels:
+            entry.problem("label", f"{label!r} labels another draft too; give each a label of its own")
+        labels.append(label)
+        for window in windows:
+            name = f"{label}-k{window}"
+            variant = {"name": name, "role": "sd", "draft": model, "numSpeculativeTokens": window}
+            variant.update({k: s.raw[k] for k in ("baseline", "draftMaxModelLen") if s.raw.get(k) is not None})
+            entries.append((f"study(draft {model}, window {window})", variant))
+            grid.append(GridPoint(name, model, window))
+    return StudySettings(mode=mode, repeats=repeats, grid=tuple(grid), ttft_target_ms=targets[0], tpot_target_ms=targets[1]), entries
+
+
+def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: ServingSettings, benchmark: BenchmarkSettings,
+                    models: Mapping[str, ModelInfo], revisions: Mapping[str, str]) -> list[Variant]:
     variants: list[Variant] = []
-    for index, entry in enumerate(raw):
-        s = _Section(f"variants[{index}]", entry, problems, VARIANT_KEYS)
+    for index, (key, entry) in enumerate(entries):
+        s = _Section(key, entry, problems, VARIANT_KEYS)
         name = s.string("name", pattern=_DNS_LABEL, hint="a lowercase DNS label of at most 32 characters")
         role = s.string("role", choices=("baseline", "sd"))
         engine = s.string("engine", serving.engine, choices=tuple(ENGINES)) or serving.engine
@@ -945,7 +1017,7 @@ def _check_dflash(s: _Section, serving: ServingSettings, quantization: str | Non
         s.problem("quantization", "DFlash is validated with BF16 target, draft and KV cache only")
 
 
-def _resolve_baselines(variants: list[Variant], problems: list[tuple[str, str]]) -> list[Variant]:
+def _resolve_baselines(variants: list[Variant], keys: list[str], problems: list[tuple[str, str]]) -> list[Variant]:
     """Check names and roles, and point every SD variant at the variant it is compared with,
     which must run on the same engine (a speedup compares decoding, not engines)."""
     names = [v.name for v in variants]
@@ -956,18 +1028,18 @@ def _resolve_baselines(variants: list[Variant], problems: list[tuple[str, str]])
         problems.append(("variants", "needs at least one baseline and one sd variant to compare"))
     by_name = {v.name: v for v in variants}
     resolved = []
-    for index, variant in enumerate(variants):
+    for key, variant in zip(keys, variants):
         baseline = variant.baseline
         if variant.role == "sd" and baseline is None:
             if len(baselines) == 1:
                 baseline = baselines[0]
             elif baselines:  # none at all is reported above
-                problems.append((f"variants[{index}].baseline", f"is required when there are several baselines: {', '.join(baselines)}"))
+                problems.append((f"{key}.baseline", f"is required when there are several baselines: {', '.join(baselines)}"))
         elif baseline is not None and (baseline not in baselines or baseline == variant.name):
-            problems.append((f"variants[{index}].baseline", f"{baseline!r} is not another baseline variant; baselines: {', '.join(baselines) or 'none'}"))
+            problems.append((f"{key}.baseline", f"{baseline!r} is not another baseline variant; baselines: {', '.join(baselines) or 'none'}"))
             baseline = None
         if baseline is not None and by_name[baseline].engine != variant.engine:
-            problems.append((f"variants[{index}].engine", f"{variant.engine} differs from its baseline {baseline!r}'s "
+            problems.append((f"{key}.engine", f"{variant.engine} differs from its baseline {baseline!r}'s "
                                                           f"{by_name[baseline].engine}; compare like with like"))
         resolved.append(replace(variant, baseline=baseline))
     return resolved

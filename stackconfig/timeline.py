@@ -9,14 +9,18 @@ serve.sh), which is how to replace an assumption with a measurement.
     compile   the engine compiles: not modelled (no source publishes compile times for these
               shapes); the startup probe's budget bounds it (Variant.startup_budget_seconds)
     publish   the publisher uploads the compiled set, then commits (the benchmark waits for it)
-    benchmark test cases x requests x variants, each request's output tokens at 50 ms per token,
-              `concurrency` at a time
+    benchmark test cases x requests x variants (x repeats in a study), each request's output tokens
+              at 50 ms per token, `concurrency` at a time
+
+A study (study_modes) adds up the same terms per configuration for each mode: sequential starts
+and measures one configuration after another on the nodes of its largest server; parallel starts
+all at once on the nodes packing needs, then measures them one after another (one benchmark pod).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import StackSpec
+from .model import StackSpec, Variant
 from .server import compiled_set_gib
 
 GBIT = 1e9 / 8
@@ -62,7 +66,7 @@ def cold_path(spec: StackSpec) -> list[Step]:
     slowest_model = max(preparing, key=lambda p: p[1])
     per_variant = [sum(m.checkpoint_gib for m in v.prepared_models) for v in spec.variants]
     b = spec.benchmark
-    requests = len(b.test_cases) * b.requests_per_test_case * len(spec.variants)
+    requests = sum(_requests(spec) for _ in spec.variants)
     publish_gib = max(compiled_set_gib(v) for v in spec.variants)
     return [
         Step("prepare", slowest_model[0], slowest_model[1],
@@ -83,3 +87,51 @@ def describe(step: Step) -> str:
     if step.name == "publish" and not step.gib:
         return "graphs only (size not published)"
     return (f"{step.gib:,.0f} GiB, " if step.gib else "") + f"{step.minutes:,.0f} min"
+
+
+def _requests(spec: StackSpec) -> int:
+    """Requests one variant is sent: every test case, every repeat of a study."""
+    b = spec.benchmark
+    return len(b.test_cases) * b.requests_per_test_case * (spec.study.repeats if spec.study else 1)
+
+
+def _benchmark_minutes(spec: StackSpec) -> float:
+    b = spec.benchmark
+    return _requests(spec) * b.output_tokens * SECONDS_PER_OUTPUT_TOKEN / b.concurrency / 60
+
+
+def _start_minutes(variant: Variant, compiled: bool) -> float:
+    """Copy, compile (its startup budget, an upper bound; nothing once compiled) and publish."""
+    gib = sum(m.checkpoint_gib for m in variant.prepared_models)
+    compile_minutes = 0.0 if compiled else variant.startup_budget_seconds / 60
+    publish = 0.0 if compiled else _transfer_minutes(compiled_set_gib(variant), PUBLISHER_UPLOAD)
+    return _transfer_minutes(gib, STORE_TO_NVME) + compile_minutes + publish
+
+
+@dataclass(frozen=True)
+class ModeEstimate:
+    mode: str
+    nodes: int
+    first_hours: float
+    """A first study: every configuration compiles (upper bound: each startup budget in full)."""
+    repeat_hours: float
+    """The same study again: every compiled set is in the store."""
+    usd_per_node_hour: float | None
+
+    def usd(self, hours: float) -> float | None:
+        return None if self.usd_per_node_hour is None else self.nodes * hours * self.usd_per_node_hour
+
+
+def study_modes(spec: StackSpec) -> list[ModeEstimate]:
+    """Time and trn2 cost of the stack's study in each mode (the plan prints both)."""
+    bench = _benchmark_minutes(spec)
+    price = spec.capacity.shape.approx_hourly_usd or None
+    estimates = []
+    for mode, nodes in (("sequential", spec.sequential_node_count), ("parallel", spec.parallel_node_count)):
+        hours = []
+        for compiled in (False, True):
+            starts = [_start_minutes(v, compiled) for v in spec.variants]
+            total = sum(starts) if mode == "sequential" else max(starts)
+            hours.append((total + bench * len(spec.variants)) / 60)
+        estimates.append(ModeEstimate(mode, nodes, hours[0], hours[1], price))
+    return estimates

@@ -77,6 +77,11 @@ class FakeVllm:
         self.sent: list[Sent] = []
         self.counters = Counters(per_position=[0] * (speculation.num_speculative_tokens if speculation else 0))
         self.lock = threading.Lock()
+        self.up = True
+        """False: a server that is not running (scaled to zero, or still loading): /health and
+        requests answer 503."""
+        self.refused = 0
+        """Requests that arrived while it was down."""
 
     def __enter__(self) -> "FakeVllm":
         handler = type("Handler", (_Handler,), {"fake": self})
@@ -144,13 +149,19 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         body = self.fake.metrics().encode() if self.path == "/metrics" else b"{}"
-        self.send_response(200 if self.path in ("/metrics", "/health") else 404)
+        self.send_response(503 if not self.fake.up else 200 if self.path in ("/metrics", "/health") else 404)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
     def do_POST(self) -> None:
+        if not self.fake.up:
+            self.fake.refused += 1
+            self.send_response(503)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         try:
             self.answer(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
         except (BrokenPipeError, ConnectionResetError):

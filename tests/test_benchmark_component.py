@@ -26,29 +26,32 @@ def test_runner_role_grows_only_by_what_the_pod_reads(recording, spec):
                                              "Action": ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"]}
     bucket_arn = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
     assert by_sid["WriteBenchmarkResults"]["Resource"] == f"{bucket_arn}/results/{spec.name}/*"
-    assert sorted(by_sid["WriteBenchmarkResults"]["Action"]) == ["s3:AbortMultipartUpload", "s3:PutObject"]
+    # A study's tuner reads back what it recorded, to resume (benchmark/tuner.py); a plain run never reads.
+    reads = ["s3:GetObject"] if spec.study else []
+    assert sorted(by_sid["WriteBenchmarkResults"]["Action"]) == ["s3:AbortMultipartUpload", *reads, "s3:PutObject"]
     assert by_sid["TokenizerCache"]["Resource"] == f"{bucket_arn}/cache/{spec.name}/tokenizers/*"
     assert sorted(by_sid["TokenizerCache"]["Action"]) == ["s3:GetObject", "s3:PutObject"]
     listing = by_sid["ListTokenizerCacheAndCommits"]
     assert (listing["Action"], listing["Resource"]) == ("s3:ListBucket", bucket_arn)
     # Its tokenizer cache, and each variant's commit key exactly (benchmark/driver.py listed).
     commits = sorted({f"{v.artifact_path}/commit.json" for v in spec.variants})
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"cache/{spec.name}/tokenizers/*", *commits]}}
+    resume = [f"results/{spec.name}/*"] if spec.study else []
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"cache/{spec.name}/tokenizers/*", *commits, *resume]}}
     account = recording.one("kubernetes:core/v1:ServiceAccount", "benchmark-sa").inputs
     role = recording.one("aws:iam/role:Role", "benchmark-runner")
     assert account["metadata"]["annotations"]["eks.amazonaws.com/role-arn"] == role.outputs["arn"]
 
 
 def test_the_pod_may_read_its_variants_pods_and_claims_only(recording, spec):
-    role = recording.one("kubernetes:rbac.authorization.k8s.io/v1:Role").inputs
+    role = recording.one("kubernetes:rbac.authorization.k8s.io/v1:Role", "benchmark-placement").inputs
     assert role["metadata"]["namespace"] == spec.namespace
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
                              {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list"]}]
-    binding = recording.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding").inputs
+    binding = recording.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "benchmark-placement").inputs
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role["metadata"]["name"]}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "llmperf", "namespace": spec.namespace}]
     job = recording.one("kubernetes:batch/v1:Job", "benchmark-run")
-    assert recording.depends_on(job, recording.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding"))
+    assert recording.depends_on(job, recording.one("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding", "benchmark-placement"))
 
 
 def test_code_lock_manifest_and_run_config_are_shipped_by_config_map(recording, spec):
@@ -107,8 +110,9 @@ def test_job_installs_verified_dependencies_then_runs_offline(recording, spec):
     assert job["metadata"]["name"].startswith("llmperf-") and len(job["metadata"]["name"]) == len("llmperf-") + 8
     assert job["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
     assert cron["spec"]["suspend"] is True and cron["spec"]["jobTemplate"]["spec"] == job["spec"]
-    # An hours-long run that failed is looked at, not silently repeated.
-    assert job["spec"]["backoffLimit"] == 0
+    # An hours-long run that failed is looked at, not silently repeated; a study's tuner resumes
+    # where a killed pod stopped, so its Job starts a new pod.
+    assert job["spec"]["backoffLimit"] == (3 if spec.study else 0)
     pod = job["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "llmperf" and pod["nodeSelector"] == {"sd-trn2/node-role": "system"}
     assert pod["terminationGracePeriodSeconds"] >= 30
@@ -119,13 +123,15 @@ def test_job_installs_verified_dependencies_then_runs_offline(recording, spec):
     pip = next(line for line in lines if line.startswith("pip install"))
     assert "--require-hashes --no-deps --target /opt/deps -r benchmark/requirements-pod.lock" in pip and "FATAL" in pip
     assert f"python -m benchmark.podsetup --commit {spec.benchmark.llmperf_commit} " in container["command"][-1]
-    assert "export HF_HOME=/opt/work/hf HF_HUB_OFFLINE=1" in lines and lines[-1].startswith("exec python -m benchmark.driver ")
+    # A study's tuner drives the same driver (benchmark/tuner.py).
+    entry = f"exec python -m benchmark.{'tuner' if spec.study else 'driver'} "
+    assert "export HF_HOME=/opt/work/hf HF_HUB_OFFLINE=1" in lines and lines[-1].startswith(entry)
     env = {e["name"]: e for e in container["env"]}
     assert env["METRICS_NAMESPACE"]["value"] == spec.benchmark.metrics_namespace and env["RESULTS_PREFIX"]["value"] == f"results/{spec.name}/"
     assert "HF_TOKEN" not in env  # a file where it is needed: tests/test_serving.py
     assert ("HF_TOKEN_PATH" in env) == spec.requires_hugging_face_token
     # The driver and LLMPerf run without the token's path.
-    assert lines.index("unset HF_TOKEN_PATH") < lines.index(next(line for line in lines if line.startswith("exec python -m benchmark.driver")))
+    assert lines.index("unset HF_TOKEN_PATH") < lines.index(next(line for line in lines if line.startswith(entry)))
     # Restricted: a user with no account on a read-only root, writing only to its emptyDirs.
     assert container["securityContext"] == {
         "runAsNonRoot": True, "runAsUser": 65532, "runAsGroup": 65532, "allowPrivilegeEscalation": False,

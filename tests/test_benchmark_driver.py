@@ -56,7 +56,7 @@ def quiet_hooks(**changes) -> driver.Hooks:
     def no_metrics(endpoint):
         raise OSError("connection refused")
 
-    return driver.Hooks(**{"healthy": lambda url: True, "scrape": no_metrics, **changes})
+    return driver.Hooks(**{"healthy": lambda url: True, "scrape": no_metrics, "sleep": lambda s: None, **changes})
 
 
 def one_request_runner(calls):
@@ -616,8 +616,9 @@ def test_one_case_is_run_recorded_uploaded_published_and_reported(tmp_path, llmp
     assert (out / "case.json").read_text() == json.dumps(expected, indent=2, sort_keys=True) + "\n"
     assert (out / "specdecode.json").read_text() == json.dumps(
         {"after": {"drafts": 15.0}, "before": {"drafts": 10.0}}, indent=2, sort_keys=True) + "\n"
+    # The case's files, then the marker that it is published (the data went out before it).
     assert uploads == [f"run-1/sd/counting/{name}" for name in
-                       ("case.json", "llmperf.stderr.txt", "requests.jsonl", "specdecode.json")]
+                       ("case.json", "llmperf.stderr.txt", "requests.jsonl", "specdecode.json", "published.json")]
     (data,) = published
     assert {d["MetricName"] for d in data} >= {"TTFT", "FailedRequests", "OutputTokens"}
     assert all(d["Timestamp"] == driver.datetime.fromtimestamp(finished, driver.timezone.utc) for d in data)
@@ -692,7 +693,7 @@ def test_background_telemetry_is_saved_uploaded_and_published_per_period(tmp_pat
                              ("SD", "counting_numbers_from_1_"))
     assert windows == [(placement, 1_794_999_990.0, 1_795_000_100.0)]
     assert (tmp_path / "telemetry.json").read_text() == json.dumps(data, indent=2, sort_keys=True) + "\n"
-    assert uploads == [tmp_path / "telemetry.json"]
+    assert uploads == [tmp_path / "telemetry.json", tmp_path / "telemetry-published.json"]
     dimensions = SAMPLE_DIMENSIONS
     assert published == [[
         {"MetricName": "NeuronCoreUtilization", "Dimensions": dimensions, "Values": [55.0], "Counts": [1.0], "Unit": "Percent",
@@ -725,7 +726,7 @@ def test_a_failed_upload_is_kept_as_an_error_and_warned_about(tmp_path, monkeypa
     hooks.save(tmp_path / "run.json", {"status": "running", "cases": []})
     assert (tmp_path / "run.json").read_text() == '{\n  "cases": [],\n  "status": "running"\n}\n'
     assert hooks.upload_errors == [f"{tmp_path / 'run.json'}: PermissionError: AccessDenied"]
-    assert stdout.flushed == [f"WARNING: could not upload {tmp_path / 'run.json'}: AccessDenied\n"]
+    assert stdout.flushed == [f"WARNING: could not upload {tmp_path / 'run.json'} (3 attempts): AccessDenied\n"]
 
 
 def test_run_json_from_its_first_upload_to_its_last(tmp_path, llmperf, monkeypatch):
@@ -784,7 +785,9 @@ def test_upload_failures_are_counted_and_the_first_is_the_reason(tmp_path, llmpe
 
     run = driver.run_benchmark(config(shape={**SHAPE, "requestsPerTestCase": 0}), tmp_path / "results", "run-1", llmperf,
                                quiet_hooks(runner=lambda *a: 0, upload=upload))
-    assert (run["status"], run["reason"]) == ("failed", f"8 upload(s) failed: {failed[0]}: OSError: AccessDenied 1")
+    # Each file is tried three times; the reason is the first file's last error.
+    assert (run["status"], run["reason"]) == ("failed", f"8 upload(s) failed: {failed[0]}: OSError: AccessDenied 3")
+    assert failed[:3] == [failed[0]] * 3
 
 
 def test_a_complete_run_waits_for_its_telemetry(tmp_path, llmperf):

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from offline.stacks import load_stack
 from stackconfig import ConfigError, parse_stack_config
+from stackconfig.parse import PAIRING_KEYS
 from stackconfig.source import PROJECT
 
 from .stackconfig_helpers import edited, parse, problems_for, qualified
@@ -189,7 +190,7 @@ def test_random_bad_values_name_their_key(path, value):
 
 
 @settings(max_examples=100, deadline=None, derandomize=True)
-@given(key=st.text(alphabet="abcdefghijklmnopqrstuvwxyzXYZ_", min_size=1, max_size=12).filter(lambda k: k not in BASE and k not in {"cluster", "capacity", "serving", "variants", "benchmark", "modelStore", "tags", "huggingFaceToken"}))
+@given(key=st.text(alphabet="abcdefghijklmnopqrstuvwxyzXYZ_", min_size=1, max_size=12).filter(lambda k: k not in BASE and k not in PAIRING_KEYS))
 def test_random_unknown_top_level_keys_are_rejected_by_name(key):
     problems = problems_for({**BASE, key: "x"})
     assert "unknown key" in problems[key]

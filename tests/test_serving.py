@@ -46,8 +46,11 @@ def test_vllm_arguments_match_the_stack_table(recording, spec, stack):
         # What vLLM loads is the prepared copy on the node, never a hub id.
         assert args[1] == local_copy(variant.prepared_target) and variant.prepared_target.model == variant.target
         if variant.is_speculative:
-            assert speculative["model"] == local_copy(variant.prepared_draft) and variant.prepared_draft.model == draft
-            assert speculative["num_speculative_tokens"] == tokens
+            # The table names the first SD configuration; a study's grid adds the others.
+            first = variant == next(v for v in spec.variants if v.is_speculative)
+            assert speculative["model"] == local_copy(variant.prepared_draft)
+            assert variant.prepared_draft.model == (draft if first else variant.draft)
+            assert speculative["num_speculative_tokens"] == (tokens if first else variant.num_speculative_tokens)
         else:
             assert "--speculative-config" not in args
         if engine == "nxdi-legacy":
@@ -128,7 +131,10 @@ def test_claims_tolerations_probes_and_shm(recording, spec):
         startup = c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"]
         assert startup >= (4.5 * 3600 if "32B" in variant.target or "405B" in variant.target else 3 * 3600)
         assert {"name": "dshm", "emptyDir": {"medium": "Memory"}} in pod["volumes"]
-        assert deployment.inputs["spec"]["strategy"] == {"type": "Recreate"} and deployment.inputs["spec"]["replicas"] == 1
+        # A sequential study's servers start stopped and their count is the tuner's (benchmark/tuner.py).
+        tuned = variant in spec.tuned_servers
+        assert deployment.inputs["spec"]["strategy"] == {"type": "Recreate"} and deployment.inputs["spec"]["replicas"] == (0 if tuned else 1)
+        assert deployment.ignore_changes == (["spec.replicas"] if tuned else [])
         assert deployment.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
 
 
@@ -156,7 +162,10 @@ def test_variants_fit_the_nodes_they_share(recording, spec):
     # Any node of the packing holds at most neuron_devices devices, so a node fits if a device's share does.
     assert max(cpu for cpu, _ in per_device) * shape.neuron_devices <= shape.allocatable_cpu_millicores - DAEMONSET_CPU_MILLICORES
     assert max(mib for _, mib in per_device) * shape.neuron_devices <= shape.allocatable_memory_mib - DAEMONSET_MEMORY_MIB
-    assert len(pack_device_groups([v.devices for v in spec.variants], shape.neuron_devices)) == spec.node_count
+    assert len(pack_device_groups([v.devices for v in spec.variants], shape.neuron_devices)) == spec.parallel_node_count
+    # Sequential: the nodes of the largest server, which the tuner never runs more than.
+    largest = len(pack_device_groups([max(v.devices for v in spec.variants)], shape.neuron_devices))
+    assert spec.node_count == (largest if spec.sequential else spec.parallel_node_count)
 
 
 def test_model_bucket_is_private_encrypted_and_tls_only(recording):

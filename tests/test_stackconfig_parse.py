@@ -82,7 +82,8 @@ def test_a_stack_name_too_long_for_its_names():
                        "rename the stack (`pulumi stack rename`) to at most 60 characters")]
 
 
-PAIRING_KEYS = "benchmark, capacity, cluster, huggingFaceToken, modelRevisions, modelStore, models, platform, serving, stackKind, tags, variants"
+PAIRING_KEYS = ("benchmark, capacity, cluster, huggingFaceToken, modelRevisions, modelStore, models, platform, serving, stackKind, study, "
+                "tags, variants")
 SERVING_KEYS = ("devicesPerVariant, engine, environment, image, logicalNeuronCores, maxModelLen, maxNumBatchedTokens, maxNumSeqs, "
                 "neuronConfig, nodeCachePath, seccompProfile, target, tensorParallelSize")
 

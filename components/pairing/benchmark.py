@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 
 import pulumi
@@ -25,13 +26,17 @@ from benchmark.telemetry import SERVICE_ACCOUNT_DIR
 from stackconfig import StackSpec
 from stackconfig.semantics import serves_greedily
 from stackconfig.store import COMMIT_FILE
+from stackconfig.timeline import study_modes
 
 from ..handle import ClusterHandle
 from .benchmark_access import SERVICE_ACCOUNT
 from .model_access import TokenFile
-from .vllm_variant import labels
+from .vllm_variant import labels, workload_name
 
 CRONJOB_NAME = "llmperf"
+STUDY_RETRIES = 3
+"""A study's Job starts a new pod this many times after one is killed (a node drained, an eviction);
+each resumes from what the last recorded in S3 (benchmark/tuner.py)."""
 
 
 def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
@@ -50,13 +55,26 @@ def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
             # between unlike decoding (stackconfig/semantics.py).
             "decoding": "greedy" if serves_greedily(v, spec.benchmark.sampling_params) else "sampled",
             # Measured only once its compiled set is committed (benchmark/driver.py not_ready).
-            "commitKey": f"{v.artifact_path}/{COMMIT_FILE}"}
+            "commitKey": f"{v.artifact_path}/{COMMIT_FILE}",
+            # What the tuner scales, and how long a first start may take before it counts as failed.
+            "deployment": workload_name(v), "startupBudgetSeconds": v.startup_budget_seconds}
+
+
+def study_config(spec: StackSpec) -> dict | None:
+    """What the tuner needs to know about the study (benchmark/tuner.py); None without one."""
+    study = spec.study
+    if study is None:
+        return None
+    return {"mode": study.mode, "repeats": study.repeats, "scales": bool(spec.tuned_servers),
+            "pairsFitTogether": spec.pairs_fit_together, "ttftTargetMs": study.ttft_target_ms,
+            "tpotTargetMs": study.tpot_target_ms,
+            "grid": [{"variant": p.variant, "draft": p.draft, "window": p.window} for p in study.grid]}
 
 
 def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
     """What the driver needs to know about the stack (mounted as run-config.json)."""
     b = spec.benchmark
-    return {
+    config = {
         "stack": spec.stack,
         "clusterName": spec.cluster_name,
         "seed": b.seed,
@@ -68,6 +86,12 @@ def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
         "dimensions": spec.metric_dimensions,
         "variants": [variant_config(spec, v.name, endpoints[v.name]) for v in spec.variants],
     }
+    if spec.study:
+        # The study's id is what it measures: the same study run again (a retried pod, `make
+        # benchmark`) resumes it and redoes nothing; a changed one starts afresh.
+        fingerprint = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
+        config["study"] = {**study_config(spec), "id": f"study-{fingerprint}"}
+    return config
 
 
 KUBERNETES_API_VOLUME = {
@@ -89,9 +113,10 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
     commit = spec.benchmark.llmperf_commit
     token = TokenFile(token_secret)  # the tokenizer download uses the stack's token when it has one
     return {
-        # A run takes hours; a failure should be looked at, not silently repeated.
-        "backoffLimit": 0,
-        "activeDeadlineSeconds": 48 * 3600,
+        # A run takes hours; a failure should be looked at, not silently repeated. A study's
+        # tuner resumes instead of repeating, so a killed pod is worth starting again.
+        "backoffLimit": STUDY_RETRIES if spec.study else 0,
+        "activeDeadlineSeconds": deadline_seconds(spec),
         "template": {
             "metadata": {"labels": {"app.kubernetes.io/name": "llmperf"}},
             "spec": {
@@ -110,7 +135,7 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
                 "containers": [{
                     "name": "llmperf",
                     "image": spec.benchmark.image,
-                    "command": ["bash", "-c", setup_script(commit)],
+                    "command": ["bash", "-c", setup_script(commit, "tuner" if spec.study else "driver")],
                     "env": [
                         {"name": "METRICS_NAMESPACE", "value": spec.benchmark.metrics_namespace},
                         {"name": "RESULTS_BUCKET", "value": bucket},
@@ -134,6 +159,15 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
             },
         },
     }
+
+
+def deadline_seconds(spec: StackSpec) -> int:
+    """48 hours, or a study's first run in its mode (every configuration compiling for its whole
+    startup budget: stackconfig/timeline.py) with 12 hours to spare, if longer."""
+    if spec.study is None:
+        return 48 * 3600
+    estimate = next(e for e in study_modes(spec) if e.mode == spec.study.mode)
+    return max(48 * 3600, math.ceil(estimate.first_hours + 12) * 3600)
 
 
 def writable_volume(path: str) -> str:

@@ -12,10 +12,12 @@ from stackconfig.store import COMMIT_FILE
 
 from ..handle import ClusterHandle
 from ..iam import policy_document
+from .vllm_variant import workload_name
 from .workload_account import workload_account
 
 SERVICE_ACCOUNT = "llmperf"
 PLACEMENT_ROLE = "llmperf-placement"
+TUNER_ROLE = "llmperf-tuner"
 
 
 def benchmark_parent() -> str:
@@ -24,7 +26,11 @@ def benchmark_parent() -> str:
     return pulumi.create_urn("benchmark", "sdtrn2:benchmark:Benchmark")
 
 
-def runner_policy(namespace: str, bucket_arn: str, prefix: str, tokenizer_cache: str, commit_keys: list[str]) -> dict:
+def runner_policy(namespace: str, bucket_arn: str, prefix: str, tokenizer_cache: str, commit_keys: list[str],
+                  resumes: bool = False) -> dict:
+    """`resumes`: a study's tuner reads back what it recorded, to resume where a killed run stopped
+    (benchmark/tuner.py); a plain benchmark run never reads its results."""
+    resume = [f"{prefix}*"] if resumes else []
     return policy_document([
         {"Sid": "PublishBenchmarkMetrics", "Effect": "Allow", "Action": "cloudwatch:PutMetricData", "Resource": "*",
          # PutMetricData has no resource ARN; the namespace condition is its scope.
@@ -33,14 +39,15 @@ def runner_policy(namespace: str, bucket_arn: str, prefix: str, tokenizer_cache:
         # Neither action supports resource-level permissions, hence "*"; both only read.
         {"Sid": "ReadNeuronTelemetry", "Effect": "Allow", "Action": ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"],
          "Resource": "*"},
-        {"Sid": "WriteBenchmarkResults", "Effect": "Allow", "Action": ["s3:PutObject", "s3:AbortMultipartUpload"],
+        {"Sid": "WriteBenchmarkResults", "Effect": "Allow",
+         "Action": ["s3:PutObject", "s3:AbortMultipartUpload", *(["s3:GetObject"] if resumes else [])],
          "Resource": f"{bucket_arn}/{prefix}*"},
         # LLMPerf's tokenizer, downloaded once and restored from here (benchmark/podsetup.py).
         {"Sid": "TokenizerCache", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
          "Resource": f"{bucket_arn}/{tokenizer_cache}*"},
         # The tokenizer cache, and whether each variant's compiled set is committed (benchmark/driver.py listed).
         {"Sid": "ListTokenizerCacheAndCommits", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
-         "Condition": {"StringLike": {"s3:prefix": [f"{tokenizer_cache}*", *commit_keys]}}},
+         "Condition": {"StringLike": {"s3:prefix": [f"{tokenizer_cache}*", *commit_keys, *resume]}}},
     ])
 
 
@@ -48,6 +55,14 @@ def placement_rules() -> list[dict]:
     """What the driver reads to find a variant's node and Neuron devices (benchmark/telemetry.py)."""
     return [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]},
             {"apiGroups": ["resource.k8s.io"], "resources": ["resourceclaims"], "verbs": ["get", "list"]}]
+
+
+def tuner_rules(deployments: list[str]) -> list[dict]:
+    """All a study's tuner may do besides the benchmark's reads: read and set the replica count of
+    its own servers, through the scale subresource, by name, and read their pods to see them
+    start or fail (benchmark/tuner.py). No create, delete or update of any object."""
+    return [{"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": deployments, "verbs": ["get", "patch"]},
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
 
 
 @dataclass(frozen=True)
@@ -76,7 +91,7 @@ class BenchmarkAccess(pulumi.ComponentResource):
             namespace_name=spec.namespace, service_account=SERVICE_ACCOUNT,
             policy=pulumi.Output.from_input(cluster.model_bucket_arn).apply(
                 lambda arn: runner_policy(spec.benchmark.metrics_namespace, arn, spec.results_prefix,
-                                          spec.tokenizer_cache_prefix, commits)),
+                                          spec.tokenizer_cache_prefix, commits, resumes=spec.study is not None)),
             tags=args.tags, uses_kubernetes_api=True,  # it finds its variants' pods (benchmark/telemetry.py)
             role_aliases=[moved, pulumi.Alias(parent=benchmark_parent(), type_="sdtrn2:iam:IrsaRole")],
             account_aliases=[moved])
@@ -89,4 +104,19 @@ class BenchmarkAccess(pulumi.ComponentResource):
             subjects=[{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": spec.namespace}],
             opts=cluster.k8s_options(self, aliases=[moved]))
         self.grants = [role, self.service_account, placement, binding]
+        if spec.tuned_servers:
+            servers = [workload_name(v) for v in spec.tuned_servers]
+            self.grants += self._grant(cluster, args.namespace, spec.namespace, TUNER_ROLE, tuner_rules(servers))
         self.register_outputs({"serviceAccount": SERVICE_ACCOUNT, "roleArn": role.arn})
+
+    def _grant(self, cluster: ClusterHandle, namespace: pulumi.Input[str], namespace_name: str, name: str,
+               rules: list[dict]) -> list[pulumi.Resource]:
+        """A namespaced Role and its binding to the benchmark's service account."""
+        role = k8s.rbac.v1.Role(name, metadata={"name": name, "namespace": namespace}, rules=rules,
+                                opts=cluster.k8s_options(self))
+        binding = k8s.rbac.v1.RoleBinding(
+            name, metadata={"name": name, "namespace": namespace},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            subjects=[{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace_name}],
+            opts=cluster.k8s_options(self))
+        return [role, binding]

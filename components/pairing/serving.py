@@ -53,6 +53,7 @@ class Serving(pulumi.ComponentResource):
                 script_config_map=script.metadata.name,
                 code_config_map=args.code_config_map,
                 depends_on=args.depends_on,
+                scaled_by_tuner=variant in args.spec.tuned_servers,
             ), opts=pulumi.ResourceOptions(parent=self))
             self.endpoints[variant.name] = server.endpoint
         self.register_outputs({"endpoints": self.endpoints})

@@ -142,6 +142,8 @@ class VllmVariantArgs:
     """modelstore/'s code, for the publisher."""
     depends_on: list[pulumi.Resource]
     """Node pool, claim templates, volume, identity: the Deployment goes before them on destroy."""
+    scaled_by_tuner: bool = False
+    """A study in sequential mode: created at zero replicas, its replica count the tuner's alone."""
 
 
 class VllmVariant(pulumi.ComponentResource):
@@ -166,13 +168,17 @@ class VllmVariant(pulumi.ComponentResource):
                 "annotations": {"pulumi.com/skipAwait": "true", "sd-trn2/artifacts": variant.artifact_path},
             },
             spec={
-                "replicas": 1,
+                # The tuner scales a study's servers one configuration at a time (benchmark/tuner.py);
+                # `pulumi up` creates them stopped and leaves the count to it, so a later update
+                # never starts or stops a server under a running study.
+                "replicas": 0 if args.scaled_by_tuner else 1,
                 # Never two pods of one variant: two compilers must not write one artifact path.
                 "strategy": {"type": "Recreate"},
                 "selector": {"matchLabels": labels(variant)},
                 "template": {"metadata": {"labels": labels(variant)}, "spec": spec},
             },
-            opts=args.cluster.k8s_options(self, depends_on=args.depends_on),
+            opts=args.cluster.k8s_options(self, depends_on=args.depends_on,
+                                          ignore_changes=["spec.replicas"] if args.scaled_by_tuner else None),
         )
         k8s.core.v1.Service(
             f"{name}-svc",

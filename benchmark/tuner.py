@@ -1,0 +1,311 @@
+"""Run a tuning study: every configuration of the stack, each test case, repeated, through the
+driver's measuring proxy; in sequential mode one SD configuration up at a time; resumable.
+
+    python -m benchmark.tuner --config run-config.json --results-dir /results \
+        --llmperf-dir /opt/llmperf [--namespace NS] [--bucket B --prefix results/<pairing>/]
+
+The run config's "study" (components/pairing/benchmark.py study_config) says how:
+- mode "sequential" (`scales`): the servers are created at zero replicas and only the tuner sets
+  their count, through the Deployment's scale subresource (its Role allows nothing else:
+  components/pairing/benchmark_access.py tuner_rules). Configurations go baselines first, then each
+  SD configuration; the baseline stays up beside one SD configuration when the pair fits the nodes
+  (`pairsFitTogether`), else one server runs at a time. Before a server is scaled up, every other
+  one that must not run beside it is scaled down and its pods are gone.
+- mode "parallel": every server is up from `pulumi up`; nothing is scaled.
+For each configuration: wait until it serves and its compiled set is published (benchmark/driver.py
+not_ready), or until its pods show it failed (a container that exited non-zero RESTARTS_TO_FAIL
+times, a pod phase Failed, a container that cannot be created) or its startup budget ran out: then
+it is recorded "failed" with the reason, and the study goes on. Each repeat runs every test case
+(driver.run_case, into <study>/repeat-<r>/<variant>/<test case>/); the server is checked before each
+case, so a restart mid-study is waited for.
+
+Resume: study.json (the configurations' outcomes and every finished case) is uploaded after each
+case. A new pod of the same study (the Job's retry, `make benchmark`) reads it back and skips what
+it holds: finished cases and configurations are never run twice. The study id is the run config's
+fingerprint, so a changed study starts afresh. On the way out, whatever the tuner scaled up is
+scaled down: a stopped study leaves no server running.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from . import driver
+from .driver import Hooks, Terminated
+
+STUDY_FILE = "study.json"
+RESTARTS_TO_FAIL = 2
+"""A server whose container exited non-zero this many times has failed (a compile error, a
+refused setting): it would only fail again. One restart may be a transient error."""
+UNRECOVERABLE_WAITING = ("CreateContainerConfigError", "CreateContainerError", "InvalidImageName", "ErrImageNeverPull")
+"""Container waiting reasons that no amount of waiting resolves (kubelet's; Kubernetes docs,
+"Pod Lifecycle", container states)."""
+START_MARGIN_S = 1800
+"""Beyond a server's startup budget (its startup probe's), for scheduling and the copy from the store."""
+SCALED_DOWN_WAIT_S = 600
+FIELD_MANAGER = "sd-trn2-tuner"
+"""The field manager the scale patches are recorded under: `pulumi up` then leaves the replica
+count alone (ignoreChanges drops a field another manager owns from its server-side apply:
+pulumi-kubernetes provider/pkg/await/await.go handleSSAIgnoreFields; docs/facts.md "Tuning study")."""
+
+
+class KubernetesScaler:
+    """The servers' replica counts and pods, through the Kubernetes API (in-cluster, the pod's
+    token). `may_scale` False (parallel mode): pods are read, never scaled."""
+
+    def __init__(self, api: Any, namespace: str, may_scale: bool = True):
+        self.api, self.namespace, self.may_scale = api, namespace, may_scale
+
+    def scale(self, deployment: str, replicas: int) -> None:
+        if not self.may_scale:
+            raise RuntimeError(f"a parallel study scales nothing (asked to scale {deployment} to {replicas})")
+        path = (f"/apis/apps/v1/namespaces/{self.namespace}/deployments/{deployment}/scale?"
+                + urllib.parse.urlencode({"fieldManager": FIELD_MANAGER}))
+        self.api.patch(path, {"spec": {"replicas": replicas}})
+
+    def pods(self, selector: dict[str, str]) -> list[dict[str, Any]]:
+        query = urllib.parse.urlencode({"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))})
+        return self.api.get(f"/api/v1/namespaces/{self.namespace}/pods?{query}")["items"]
+
+
+class NoCluster:
+    """Outside a cluster (a local run against servers it cannot see): nothing to scale or read."""
+
+    def scale(self, deployment: str, replicas: int) -> None:
+        raise RuntimeError(f"not running in a Kubernetes cluster: cannot scale {deployment}")
+
+    def pods(self, selector: dict[str, str]) -> list[dict[str, Any]]:
+        return []
+
+
+@dataclass
+class TunerHooks:
+    scaler: Any
+    recall: Callable[[Path], bytes | None] = lambda path: None
+    """A file of the results folder as the store holds it (production: S3), None if absent."""
+    clock: Callable[[], float] = time.monotonic
+
+
+def pod_failure(pods: list[dict[str, Any]]) -> str | None:
+    """Why a server's pods show it cannot serve, or None while it may still start. Fields as the
+    Pod schema has them: status.phase, status.{init,}containerStatuses[].{name, restartCount,
+    state.waiting.reason, lastState.terminated.{exitCode, reason, message}}."""
+    for pod in pods:
+        name, status = pod["metadata"]["name"], pod.get("status") or {}
+        if status.get("phase") == "Failed":
+            return f"pod {name} failed: {status.get('reason')}: {status.get('message')}"
+        for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in UNRECOVERABLE_WAITING:
+                return f"container {container['name']} of pod {name} cannot start: {waiting['reason']}: {waiting.get('message')}"
+            ended = (container.get("lastState") or {}).get("terminated") or {}
+            if container.get("restartCount", 0) >= RESTARTS_TO_FAIL and ended.get("exitCode"):
+                return (f"container {container['name']} of pod {name} exited {ended['exitCode']} ({ended.get('reason')}) "
+                        f"{container['restartCount']} times; last: {(ended.get('message') or '').strip()[-400:]}")
+    return None
+
+
+def ordered(variants: list[dict]) -> list[dict]:
+    """Baselines first, then what is compared with them, each group in the config's order."""
+    return [v for v in variants if not v.get("baseline")] + [v for v in variants if v.get("baseline")]
+
+
+def wanted_up(variant: dict, study: dict) -> list[str]:
+    """The servers up while `variant` is measured: itself, and its baseline when the pair fits."""
+    baseline = variant.get("baseline")
+    return [variant["name"]] + ([baseline] if baseline and study["pairsFitTogether"] else [])
+
+
+def new_record(config: dict, study_id: str) -> dict[str, Any]:
+    return {**driver.run_record(config, study_id), "study": config["study"],
+            "configurations": {v["name"]: {"status": "pending", "reason": None} for v in config["variants"]}}
+
+
+class Tuner:
+    def __init__(self, config: dict, results_dir: Path, llmperf_dir: Path, hooks: Hooks, tuner: TunerHooks):
+        self.config, self.results_dir, self.llmperf_dir, self.hooks, self.tuner = config, results_dir, llmperf_dir, hooks, tuner
+        self.study = config["study"]
+        self.by_name = {v["name"]: v for v in config["variants"]}
+        self.up: list[str] = []
+        """What the tuner has scaled up, in order."""
+
+    @property
+    def study_dir(self) -> Path:
+        return self.results_dir / self.study["id"]
+
+    def recorded(self) -> dict[str, Any]:
+        """The study as a previous pod left it in the store, or a new record."""
+        stored = self.tuner.recall(self.study_dir / STUDY_FILE)
+        if stored is None:
+            return new_record(self.config, self.study["id"])
+        record = json.loads(stored)
+        print(f"resuming study {self.study['id']}: {len(record['cases'])} case(s) and "
+              f"{sum(c['status'] in ('done', 'failed') for c in record['configurations'].values())} configuration(s) "
+              "already recorded", flush=True)
+        record.update(status="running", reason=None, finishedAt=None)
+        return record
+
+    def set_up(self, names: list[str]) -> None:
+        """Scale down what must not run beside `names` and wait for its pods to go, then scale up
+        what is missing. Parallel mode: nothing to do."""
+        if not self.study["scales"]:
+            return
+        # What this pod scaled up, and whatever a killed one left running.
+        for name in [n for n in self.by_name if n not in names]:
+            if name in self.up or self.tuner.scaler.pods(self.by_name[name]["podSelector"]):
+                self.scale(name, 0)
+        deadline = self.tuner.clock() + SCALED_DOWN_WAIT_S
+        for name in [n for n in self.by_name if n not in names]:
+            while self.tuner.scaler.pods(self.by_name[name]["podSelector"]):
+                if self.tuner.clock() >= deadline:
+                    raise TimeoutError(f"the pods of {name} are still there {SCALED_DOWN_WAIT_S} s after it was scaled down")
+                self.hooks.sleep(self.hooks.poll_s)
+        for name in [n for n in names if n not in self.up]:
+            self.scale(name, 1)
+
+    def scale(self, name: str, replicas: int) -> None:
+        print(f"scaling {self.by_name[name]['deployment']} to {replicas}", flush=True)
+        self.tuner.scaler.scale(self.by_name[name]["deployment"], replicas)
+        if replicas:
+            self.up.append(name)
+        elif name in self.up:
+            self.up.remove(name)
+
+    def serving_failure(self, variant: dict) -> str | None:
+        """Wait until the variant serves; None, or why it never will."""
+        deadline = self.tuner.clock() + variant.get("startupBudgetSeconds", 0) + START_MARGIN_S
+        while why := driver.not_ready(variant, self.hooks.healthy, self.hooks.committed):
+            failure = pod_failure(self.tuner.scaler.pods(variant["podSelector"]))
+            if failure:
+                return failure
+            if self.tuner.clock() >= deadline:
+                return f"{why} after {variant.get('startupBudgetSeconds', 0) + START_MARGIN_S} s (its startup budget and {START_MARGIN_S} s)"
+            print(f"waiting for {variant['name']} ({why})", flush=True)
+            self.hooks.sleep(self.hooks.poll_s)
+        return None
+
+    def run(self) -> dict[str, Any]:
+        record = self.recorded()
+        self.study_dir.mkdir(parents=True, exist_ok=True)
+        self.hooks.save(self.study_dir / STUDY_FILE, record)
+        prompt_file = self.llmperf_dir / driver.PROMPT_FILE
+        original_prompts = prompt_file.read_text()
+        telemetry = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
+        done = {(c["repeat"], c["variant"], c["testCase"]) for c in record["cases"]}
+        try:
+            for variant in ordered(self.config["variants"]):
+                outcome = record["configurations"][variant["name"]]
+                if outcome["status"] in ("done", "failed"):
+                    continue
+                self.set_up(wanted_up(variant, self.study))
+                failure = self.serving_failure(variant)
+                if failure is None:
+                    failure = self.measure(variant, record, done, prompt_file, original_prompts, telemetry)
+                outcome.update(status="failed" if failure else "done", reason=failure)
+                print(f"{variant['name']}: {outcome['status']}{': ' + failure if failure else ''}", flush=True)
+                self.hooks.save(self.study_dir / STUDY_FILE, record)
+            failed = [n for n, c in record["configurations"].items() if c["status"] == "failed"]
+            short = [f"repeat {c['repeat']} {c['testCase']}/{c['variant']}" for c in record["cases"] if c["short"]]
+            problems = ([f"failed configurations: {', '.join(failed)}"] if failed else []) + (
+                [f"short cases: {', '.join(short)}"] if short else [])
+            record["status"], record["reason"] = ("incomplete", "; ".join(problems)) if problems else ("complete", None)
+        except Exception as error:  # Terminated included: the study resumes from what is recorded
+            traceback.print_exc()
+            record["status"], record["reason"] = "failed", f"{type(error).__name__}: {error}"
+        finally:
+            prompt_file.write_text(original_prompts)
+            telemetry.shutdown(wait=record["status"] != "failed", cancel_futures=record["status"] == "failed")
+            self.scale_everything_down()
+        if self.hooks.upload_errors and record["status"] != "failed":
+            record["status"], record["reason"] = "failed", f"{len(self.hooks.upload_errors)} upload(s) failed: {self.hooks.upload_errors[0]}"
+        record["finishedAt"] = driver.utc_now()
+        self.hooks.save(self.study_dir / STUDY_FILE, record)
+        return record
+
+    def measure(self, variant: dict, record: dict, done: set, prompt_file: Path, original_prompts: str,
+                telemetry: ThreadPoolExecutor) -> str | None:
+        """Every repeat of every test case not yet recorded; why the server stopped serving, if it did."""
+        for repeat in range(1, self.study["repeats"] + 1):
+            for test_case, prompt in self.config["testCases"].items():
+                if (repeat, variant["name"], test_case) in done:
+                    continue
+                failure = self.serving_failure(variant)  # a server that restarted is waited for
+                if failure:
+                    return f"stopped serving at repeat {repeat}, {test_case}: {failure}"
+                driver.use_prompt(prompt_file, original_prompts, prompt)
+                case = driver.run_case(self.config, variant, test_case, self.results_dir, f"{self.study['id']}/repeat-{repeat}",
+                                       self.llmperf_dir, self.hooks, telemetry)
+                record["cases"].append({**case, "repeat": repeat})
+                done.add((repeat, variant["name"], test_case))
+                self.hooks.save(self.study_dir / STUDY_FILE, record)
+        return None
+
+    def scale_everything_down(self) -> None:
+        for name in list(self.up):
+            try:
+                self.scale(name, 0)
+            except Exception as error:  # on the way out: say so, and go on with the others
+                print(f"WARNING: could not scale {name} down: {error}", flush=True)
+
+
+def run_study(config: dict, results_dir: Path, llmperf_dir: Path, hooks: Hooks, tuner: TunerHooks) -> dict[str, Any]:
+    return Tuner(config, results_dir, llmperf_dir, hooks, tuner).run()
+
+
+def production_tuner(config: dict, args: argparse.Namespace, hooks: Hooks) -> TunerHooks:
+    """The pod's wiring: the in-cluster Kubernetes API, and the study's results in S3."""
+    from . import telemetry
+
+    scaler: Any = NoCluster()
+    if telemetry.SERVICE_ACCOUNT_DIR.exists():
+        scaler = KubernetesScaler(telemetry.KubernetesApi.in_cluster(),
+                                  (telemetry.SERVICE_ACCOUNT_DIR / "namespace").read_text().strip(),
+                                  may_scale=config["study"]["scales"])
+    wiring = TunerHooks(scaler=scaler)
+    if isinstance(hooks.upload, driver.S3Mirror):
+        mirror = hooks.upload
+
+        def recall(path: Path) -> bytes | None:
+            if not mirror.exists(path):
+                return None
+            return mirror.client.get_object(Bucket=mirror.bucket, Key=mirror.key(path))["Body"].read()
+        wiring.recall = recall
+    return wiring
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, required=True)
+    parser.add_argument("--results-dir", type=Path, required=True)
+    parser.add_argument("--llmperf-dir", type=Path, required=True)
+    parser.add_argument("--namespace", help="CloudWatch namespace to publish to")
+    parser.add_argument("--bucket", help="S3 bucket to upload the study to")
+    parser.add_argument("--prefix", default="results/")
+    parser.add_argument("--wait-timeout-seconds", type=float, default=12 * 3600)
+    args = parser.parse_args(argv)
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated(f"received signal {signum} (Job deadline or pod deletion)")
+
+    signal.signal(signal.SIGTERM, terminate)
+    config = json.loads(args.config.read_text())
+    hooks = driver.production_hooks(config, args)
+    record = run_study(config, args.results_dir, args.llmperf_dir, hooks, production_tuner(config, args, hooks))
+    where = f"s3://{args.bucket}/{args.prefix}{config['study']['id']}/" if args.bucket else str(args.results_dir)
+    print(f"study {config['study']['id']}: {record['status']}{': ' + record['reason'] if record['reason'] else ''}; "
+          f"results in {where} (job {os.environ.get('JOB_NAME', '-')})", flush=True)
+    return 0 if record["status"] == "complete" and not hooks.upload_errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,217 @@
+"""The study's tuner against a fake Kubernetes API (RBAC from the stack's own Role) and stand-in
+vLLM servers on 127.0.0.1, with the study's results in (moto) S3: sequential scaling that never
+runs more than a baseline and one SD configuration, a failed configuration recorded, and a killed
+run resumed without redoing finished work."""
+import json
+from pathlib import Path
+
+import boto3
+import kubernetes_validate
+import pytest
+from moto import mock_aws
+
+from benchmark import driver, tuner
+from benchmark.telemetry import KubernetesApi
+from components.pairing.benchmark import run_config
+from components.pairing.benchmark_access import tuner_rules
+from components.pairing.vllm_variant import labels, workload_name
+from offline.stacks import load_stack
+
+from .fake_kubernetes import TOKEN, FakeKubernetes
+from .fake_vllm import FakeVllm, Speculation
+from .test_benchmark_driver import one_request_runner, quiet_hooks
+
+COMPILE_ERROR = "neuronx-cc: ERROR: compilation failed for the speculation model"
+
+
+def study_spec(mode="sequential", windows=(5, 15), repeats=2):
+    """The Qwen3 study stack, made small: two windows of each draft, two test cases, two repeats."""
+    stack = "qwen3-32b-study"
+    raw = load_stack(stack).config
+    study = {**raw["sd-trn2:study"], "mode": mode, "windows": list(windows), "repeats": repeats}
+    benchmark = {**raw["sd-trn2:benchmark"], "requestsPerTestCase": 1,
+                 "testCases": {"counting": "counting numbers from 1 ", "meaning-of-life": "I believe the meaning of life is"}}
+    return load_stack(stack, {"sd-trn2:study": study, "sd-trn2:benchmark": benchmark}).spec()
+
+
+@pytest.fixture
+def llmperf(tmp_path):
+    root = tmp_path / "llmperf"
+    (root / "src" / "llmperf").mkdir(parents=True)
+    (root / "src" / "llmperf" / "sonnet.txt").write_text("Shall I compare thee\n")
+    return root
+
+
+class Cluster:
+    """Stand-in servers for every variant, the fake API in front of them, S3 behind the tuner."""
+
+    def __init__(self, spec, failing=()):
+        self.spec = spec
+        self.fakes = {workload_name(v): FakeVllm(step_s=0.0005, speculation=Speculation(v.num_speculative_tokens, (2, 1)))
+                      if v.is_speculative else FakeVllm(step_s=0.001) for v in spec.variants}
+        self.failing = {workload_name(spec.variant(name)): COMPILE_ERROR for name in failing}
+
+    def __enter__(self):
+        for fake in self.fakes.values():
+            fake.__enter__()
+        endpoints = {v.name: self.fakes[workload_name(v)].url for v in self.spec.variants}
+        self.config = run_config(self.spec, endpoints)
+        self.api = FakeKubernetes(self.spec.namespace, tuner_rules([workload_name(v) for v in self.spec.tuned_servers]),
+                                  self.fakes, {workload_name(v): labels(v) for v in self.spec.variants}, self.failing)
+        self.api.__enter__()
+        self.mock = mock_aws()
+        self.mock.start()
+        self.s3 = boto3.client("s3", region_name="us-east-2")
+        self.s3.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+        return self
+
+    def __exit__(self, *exc):
+        self.mock.stop()
+        self.api.__exit__(*exc)
+        for fake in self.fakes.values():
+            fake.__exit__(*exc)
+
+    def run(self, results_dir: Path, llmperf: Path, runner):
+        """One pod of the study: its own (empty) results folder, the stack's S3 prefix."""
+        hooks = quiet_hooks(runner=runner, poll_s=0, upload=driver.S3Mirror(self.s3, "models", self.spec.results_prefix, results_dir),
+                            healthy=driver.http_healthy)
+        hooks.uploaded = hooks.upload.exists
+        wiring = tuner.production_tuner(self.config, None, hooks)  # outside a cluster: no scaler yet
+        wiring.scaler = tuner.KubernetesScaler(KubernetesApi(self.api.url, TOKEN), self.spec.namespace)
+        return tuner.run_study(self.config, results_dir, llmperf, hooks, wiring)
+
+    def stored(self, key: str) -> dict:
+        return json.loads(self.s3.get_object(Bucket="models", Key=self.spec.results_prefix + key)["Body"].read())
+
+
+def workload_name_to_variant(name: str) -> str:
+    return name.removeprefix("vllm-")
+
+
+def test_sequential_study_serves_a_baseline_and_one_sd_at_a_time_records_failure_and_resumes(tmp_path, llmperf):
+    spec = study_spec()
+    assert spec.tuned_servers == spec.variants and spec.pairs_fit_together and spec.node_count == 1
+    # Killed at the first case of the third configuration measured: the baseline and
+    # qwen3-0-6b-k5 are done, qwen3-0-6b-k15 recorded failed.
+    calls, killed_after = [], 8
+    inner = one_request_runner(calls)
+
+    def killing_runner(*args):
+        if len(calls) == killed_after:
+            raise driver.Terminated("received signal 15 (Job deadline or pod deletion)")
+        return inner(*args)
+
+    with Cluster(spec, failing=["qwen3-0-6b-k15"]) as cluster:
+        first = cluster.run(tmp_path / "pod-1", llmperf, killing_runner)
+        assert (first["status"], first["reason"]) == ("failed", "Terminated: received signal 15 (Job deadline or pod deletion)")
+        # A stopped study leaves no server running.
+        assert cluster.api.history[-1] == frozenset()
+        assert len(first["cases"]) == killed_after
+        stored = cluster.stored(f"{cluster.config['study']['id']}/study.json")
+        assert len(stored["cases"]) == killed_after and stored["status"] == "failed"
+
+        resumed_at = len(cluster.api.history)
+        second = cluster.run(tmp_path / "pod-2", llmperf, inner)
+        # What the first pod finished or saw fail is not started again.
+        assert set().union(*cluster.api.history[resumed_at:]) == {"vllm-base", "vllm-qwen3-1-7b-k5", "vllm-qwen3-1-7b-k15"}
+
+        study = cluster.config["study"]
+        sd = [v.name for v in spec.variants if v.is_speculative]
+        # Never more than the baseline and one SD configuration up, in either pod's life.
+        for up in cluster.api.history:
+            assert len(up) <= 2 and sum(spec.variant(workload_name_to_variant(n)).is_speculative for n in up) <= 1, up
+        assert cluster.api.forbidden == [] and all(f.refused == 0 for f in cluster.fakes.values())
+        # Each SD configuration was scaled up beside the baseline, and down again.
+        ups = [set(u) for u in cluster.api.history]
+        for name in sd:
+            if name != "qwen3-0-6b-k15":
+                assert {"vllm-base", f"vllm-{name}"} in ups
+        assert cluster.api.history[-1] == frozenset()
+        # The failed configuration: recorded with the reason its pod gave, and the study went on.
+        outcome = second["configurations"]["qwen3-0-6b-k15"]
+        assert outcome["status"] == "failed" and COMPILE_ERROR in outcome["reason"] and "exited 1 (Error) 2 times" in outcome["reason"]
+        assert [c for c, o in second["configurations"].items() if o["status"] != "done"] == ["qwen3-0-6b-k15"]
+        assert (second["status"], second["reason"]) == ("incomplete", "failed configurations: qwen3-0-6b-k15")
+        # Resumed: every (repeat, variant, test case) measured exactly once across both pods.
+        measured = [(c["repeat"], c["variant"], c["testCase"]) for c in second["cases"]]
+        expected = {(r, v.name, t) for r in (1, 2) for v in spec.variants if v.name != "qwen3-0-6b-k15"
+                    for t in spec.benchmark.test_cases}
+        assert sorted(measured) == sorted(expected) and len(measured) == len(set(measured))
+        assert len(calls) == len(expected)  # LLMPerf ran once per case: nothing redone after the kill
+        assert cluster.stored(f"{study['id']}/study.json") == second
+        # The cases' folders are where the report reads them (benchmark/results.py).
+        key = f"{study['id']}/repeat-2/qwen3-1-7b-k5/counting/case.json"
+        assert cluster.stored(key)["variant"] == "qwen3-1-7b-k5"
+        # Scaled through the subresource, as the tuner's field manager (docs/facts.md "Tuning study").
+        patches = [r for r in cluster.api.requests if r[0] == "PATCH"]
+        assert all(p[1].endswith("/scale?fieldManager=sd-trn2-tuner") for p in patches)
+
+
+def test_one_server_at_a_time_when_a_pair_does_not_fit(tmp_path, llmperf):
+    """Whole-node servers (the 405B stack's shape): the baseline is scaled down before each SD."""
+    stack = "qwen3-32b-study"
+    raw = load_stack(stack).config
+    spec = load_stack(stack, {
+        "sd-trn2:serving": {**raw["sd-trn2:serving"], "devicesPerVariant": 16},
+        "sd-trn2:study": {**raw["sd-trn2:study"], "windows": [7], "drafts": ["Qwen/Qwen3-1.7B"], "repeats": 1},
+        "sd-trn2:benchmark": {**raw["sd-trn2:benchmark"], "requestsPerTestCase": 1, "testCases": {"sonnets": None}},
+    }).spec()
+    assert not spec.pairs_fit_together and spec.node_count == 1 and spec.parallel_node_count == 2
+    with Cluster(spec) as cluster:
+        record = cluster.run(tmp_path / "pod", llmperf, one_request_runner([]))
+    assert record["status"] == "complete"
+    assert [sorted(u) for u in cluster.api.history] == [["vllm-base"], [], ["vllm-qwen3-1-7b-k7"], []]
+
+
+def test_a_role_without_the_servers_names_cannot_scale_them(tmp_path, llmperf):
+    """The fake API enforces the rules it is given: the tuner fails, saying so, with a Role that
+    names other servers (what a stale resourceNames list would do)."""
+    spec = study_spec(windows=(5,), repeats=1)
+    with Cluster(spec) as cluster:
+        cluster.api.rules = tuner_rules(["vllm-other"])
+        record = cluster.run(tmp_path / "pod", llmperf, one_request_runner([]))
+    assert record["status"] == "failed" and "HTTP Error 403" in record["reason"]
+    assert cluster.api.forbidden and cluster.api.history == []
+
+
+def test_the_fake_pods_are_pods(tmp_path):
+    """What the tuner reads failure from, in the Pod schema's own field names."""
+    spec = study_spec(windows=(5,), repeats=1)
+    fake = FakeKubernetes(spec.namespace, [], {"vllm-base": FakeVllm(step_s=0)}, {"vllm-base": labels(spec.variant("base"))},
+                          {"vllm-base": COMPILE_ERROR})
+    fake.replicas["vllm-base"] = 1
+    (pod,) = fake.pods({"sd-trn2/variant": "base"})
+    kubernetes_validate.validate(pod, "1.34", strict=True)
+    assert COMPILE_ERROR in tuner.pod_failure([pod])
+
+
+@pytest.mark.parametrize("status, failure", [
+    ({"phase": "Pending"}, None),
+    ({"phase": "Running", "containerStatuses": [{"name": "vllm", "restartCount": 1,
+                                                 "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}, None),
+    ({"phase": "Running", "containerStatuses": [{"name": "vllm", "restartCount": 3,
+                                                 "lastState": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}, None),
+    ({"phase": "Failed", "reason": "Evicted", "message": "low on ephemeral storage"},
+     "pod p failed: Evicted: low on ephemeral storage"),
+    ({"phase": "Pending", "containerStatuses": [{"name": "vllm", "restartCount": 0,
+                                                 "state": {"waiting": {"reason": "InvalidImageName", "message": "bad ref"}}}]},
+     "container vllm of pod p cannot start: InvalidImageName: bad ref"),
+    ({"phase": "Pending", "initContainerStatuses": [{"name": "publisher", "restartCount": 2,
+                                                     "lastState": {"terminated": {"exitCode": 2, "reason": "Error", "message": "boom\n"}}}]},
+     "container publisher of pod p exited 2 (Error) 2 times; last: boom"),
+])
+def test_what_counts_as_a_failed_server(status, failure):
+    assert tuner.pod_failure([{"metadata": {"name": "p"}, "status": status}]) == failure
+
+
+def test_a_server_that_never_serves_fails_after_its_budget():
+    spec = study_spec(windows=(5,), repeats=1)
+    config = run_config(spec, {v.name: "http://vllm" for v in spec.variants})
+    now = [0.0]
+    hooks = quiet_hooks(healthy=lambda url: False, poll_s=60, sleep=lambda s: now.__setitem__(0, now[0] + s))
+    wiring = tuner.TunerHooks(scaler=tuner.NoCluster(), clock=lambda: now[0])
+    variant = config["variants"][1]
+    failure = tuner.Tuner(config, Path("/nonexistent"), Path("/nonexistent"), hooks, wiring).serving_failure(variant)
+    budget = variant["startupBudgetSeconds"] + tuner.START_MARGIN_S
+    assert failure == f"not healthy after {budget} s (its startup budget and {tuner.START_MARGIN_S} s)"
+    assert now[0] == pytest.approx(budget, abs=60)
