@@ -223,3 +223,28 @@ SEEDS: dict[str, Seed] = {
                "slower than the seed (and the seed's own 4.6x inter-token gain is about 5.5x per model token)."),
     ),
 }
+
+
+@dataclass(frozen=True)
+class PublishedChoice:
+    """A configuration a source document chose or measured, which a tuning report marks."""
+
+    target: str
+    draft: str
+    window: int
+    document: str
+    says: str
+    figures: dict[str, float] = field(default_factory=dict)
+    """Published figures of that configuration: tpot_base_ms, tpot_sd_ms, acceptance_rate, mean_accepted_length."""
+
+
+PUBLISHED_CHOICES = (
+    PublishedChoice("Qwen/Qwen3-32B", "Qwen/Qwen3-1.7B", 7, _D003,
+                    "its draft comparison chose Qwen3-1.7B with 7 speculative tokens as the best balance (Qwen3-0.6B "
+                    "accepted roughly 60 % less; 15 tokens were rejected too often)"),
+    PublishedChoice("meta-llama/Llama-3.1-8B-Instruct", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", 3,
+                    "Neuron's EAGLE3 tutorial on the vLLM Neuron plugin (Llama 3.1, Neuron SDK 2.32; vllm bench serve, "
+                    "not LLMPerf)",
+                    "its configuration, k = 3, with median TPOT 10.52 -> 6.41 ms, acceptance 74.1 %, mean accepted length 3.22",
+                    {"tpot_base_ms": 10.52, "tpot_sd_ms": 6.41, "acceptance_rate": 0.741, "mean_accepted_length": 3.22}),
+)

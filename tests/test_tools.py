@@ -106,6 +106,32 @@ def test_results_says_when_there_is_nothing_yet(tmp_path, aws_credentials, elsew
     assert "no benchmark runs" in one_line_error(capsys)
 
 
+@mock_aws
+def test_results_of_a_study_stack_fetch_the_latest_study_and_write_its_tuning_report(tmp_path, aws_credentials, elsewhere, capsys):
+    from offline.stacks import load_stack
+
+    from .test_tuning_report import STUDY_ID, write_study
+
+    study_stack = "qwen3-32b-study"
+    prefix = load_stack(study_stack).spec().results_prefix
+    s3 = boto3.client("s3", region_name="us-east-2")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+    local = write_study(tmp_path / "made")
+    older = {"study": {"id": "study-aaaaaaaaaa"}, "status": "complete", "startedAt": "2026-11-01T00:00:00Z"}
+    (local / "study-aaaaaaaaaa").mkdir()
+    (local / "study-aaaaaaaaaa" / "study.json").write_text(json.dumps(older))
+    for path in local.rglob("*"):
+        if path.is_file():
+            s3.upload_file(str(path), BUCKET, prefix + path.relative_to(local).as_posix())
+    out = tmp_path / "out"
+    assert fetch_results.main(["--stack", study_stack, "--bucket", BUCKET, "--out", str(out)]) == 0
+    # The later study by its record, though its id sorts first.
+    assert STUDY_ID < "study-aaaaaaaaaa" and [p.name for p in out.iterdir() if p.is_dir()] == [STUDY_ID]
+    printed = capsys.readouterr().out
+    assert f"  {STUDY_ID}: incomplete: failed configurations: d2-k4\n" in printed and "Best: **d1-k4**" in printed
+    assert (out / "tuning.md").exists() and (out / f"{STUDY_ID}-heatmap.png").exists()
+
+
 # --- make benchmark ---------------------------------------------------------------------------
 
 def test_benchmark_runs_kubectl_on_the_stack_kubeconfig_and_namespace(tmp_path, aws_credentials, fake_bin, capsys):

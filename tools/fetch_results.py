@@ -8,6 +8,10 @@ case completed fewer requests than asked) or "failed" (with the reason); a run w
 stays "running". Cases are uploaded as each finishes, so an unfinished run is reported with the
 cases it has. The region is the stack's (its aws:region), whatever the shell's AWS region says.
 The bucket defaults to the stack's `modelBucket` output (needs the Pulumi CLI and a login).
+
+A stack with a `study` keeps each study under its id (study-<fingerprint>/, benchmark/tuner.py):
+the latest study (or --run-id) is downloaded and its tuning report written (tuning.md, tuning.json,
+a heatmap and a speedup-vs-window plot: benchmark/tuning_report.py).
 """
 from __future__ import annotations
 
@@ -17,8 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from benchmark import tuning_report
 from benchmark.report import write_report
 from benchmark.results import RUN_FILE
+from benchmark.study import STUDY_FILE
 
 from .stack import ToolError, aws_session, bucket_of, pairing_spec, run_tool
 
@@ -31,10 +37,11 @@ def run_ids(client: Any, bucket: str, results: str) -> list[str]:
 
 
 def run_status(client: Any, bucket: str, results: str, run_id: str) -> str:
+    record = STUDY_FILE if run_id.startswith("study-") else RUN_FILE
     try:
-        run = json.loads(client.get_object(Bucket=bucket, Key=f"{results}{run_id}/{RUN_FILE}")["Body"].read())
+        run = json.loads(client.get_object(Bucket=bucket, Key=f"{results}{run_id}/{record}")["Body"].read())
     except client.exceptions.NoSuchKey:
-        return "no run.json"
+        return f"no {record}"
     return f"{run.get('status')}{': ' + run['reason'] if run.get('reason') else ''}"
 
 
@@ -64,13 +71,31 @@ def fetch(args: argparse.Namespace) -> int:
     print(f"benchmark runs in s3://{bucket}/{results}:")
     for run in runs:
         print(f"  {run}: {run_status(client, bucket, results, run)}")
-    run_id = args.run_id or runs[-1]
+    studies = [r for r in runs if r.startswith("study-")]
+    run_id = args.run_id or (latest_study(client, bucket, results, studies) if spec.study and studies else runs[-1])
     out_dir = args.out or Path("build") / "results" / args.stack
     count = download_run(client, bucket, results, run_id, out_dir)
     print(f"downloaded {count} files of run {run_id} ({run_status(client, bucket, results, run_id)}) to {out_dir}\n")
+    if run_id.startswith("study-"):
+        tuning_report.write_report(out_dir)
+        print((out_dir / "tuning.md").read_text(), end="")
+        print(f"\nreport: {out_dir / 'tuning.md'}, {out_dir / 'tuning.json'}, {out_dir / (run_id + '-heatmap.png')}, "
+              f"{out_dir / (run_id + '-windows.png')}")
+        return 0
     write_report(out_dir)
     print(f"\nreport: {out_dir / 'report.md'}, {out_dir / 'report.png'}, {out_dir / 'report.json'}")
     return 0
+
+
+def latest_study(client: Any, bucket: str, results: str, studies: list[str]) -> str:
+    """The study started last (ids are fingerprints, not times: study.json says when)."""
+    def started(study_id: str) -> str:
+        try:
+            body = client.get_object(Bucket=bucket, Key=f"{results}{study_id}/{STUDY_FILE}")["Body"].read()
+        except client.exceptions.NoSuchKey:
+            return ""
+        return json.loads(body).get("startedAt") or ""
+    return max(studies, key=started)
 
 
 def main(argv: list[str] | None = None) -> int:

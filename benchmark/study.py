@@ -1,0 +1,205 @@
+"""The figures of a tuning study (benchmark/tuner.py): per configuration and test case, and overall.
+
+Per repeat, a case gives its median TPOT and end-to-end time over the requests that completed
+(benchmark/analysis.py case_figures); a case that failed or came up short is left out and listed,
+never averaged in. Across repeats:
+- speedup: baseline / configuration, the ratio of geometric means with a 95 % Welch interval on
+  the log scale (benchmark/intervals.py); "overall" uses, per repeat, the geometric mean over the
+  test cases of that repeat (a repeat missing a case is left out of the overall figure);
+- acceptance: accepted / drafted tokens and the mean accepted length (1 + accepted / drafts), from
+  the server's counters summed over the repeats (else the streamed chunks' implied length), and
+  per position where the counters give it;
+- goodput: the requests meeting both the TTFT and the TPOT target (study.ttftTargetMs,
+  tpotTargetMs), as a share of those asked and per minute of the case's wall time;
+- cost per million output tokens: the configuration's share of the node's list price over its
+  measured overall throughput (analysis.case_figures).
+- the bound: Leviathan et al.'s speedup E[tokens per step] / (c k + 1), with E measured (the mean
+  accepted length) and c the draft's cost per step relative to the target's. c is measured, not
+  assumed: one SD step takes a + b k (the target verifying, the draft drafting k tokens), its time
+  is TPOT x mean accepted length, so the slope b of step time over k, fitted by least squares
+  across a draft's windows in this study, over the baseline's TPOT, is c. It needs two windows of
+  the draft. It is derived for every draft, plain or EAGLE3 (a head cannot run alone: it needs the
+  target's hidden states), and labelled so; the intercept a over the baseline's TPOT is printed
+  beside it as the verification step's cost relative to a plain decode step.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from . import acceptance, analysis
+from .intervals import ratio_interval
+from .results import load_case
+
+STUDY_FILE = "study.json"
+
+
+def study_ids(results_dir: Path) -> list[str]:
+    return sorted(p.parent.name for p in results_dir.glob(f"*/{STUDY_FILE}"))
+
+
+def run_id(study_id: str, repeat: int) -> str:
+    return f"{study_id}/repeat-{repeat}"
+
+
+def goodput(case, ttft_ms: int | None, tpot_ms: int | None) -> dict[str, Any]:
+    ok = case.ok
+    good = [r for r in ok
+            if (ttft_ms is None or (r.ttft_s is not None and r.ttft_s * 1000 <= ttft_ms))
+            and (tpot_ms is None or (r.time_per_output_token_s is not None and r.time_per_output_token_s * 1000 <= tpot_ms))]
+    wall = analysis.wall_time_s(case.requests)
+    return {"good": len(good), "asked": case.asked, "share": len(good) / case.asked if case.asked else None,
+            "per_minute": len(good) / wall * 60 if wall else None}
+
+
+def repeat_figures(results_dir: Path, study: dict, variant: dict, test_case: str) -> dict[int, dict[str, Any]]:
+    """Each repeat's usable figures of one (configuration, test case); short or failed ones are
+    marked and carry no figures."""
+    figures = {}
+    for repeat in range(1, study["repeats"] + 1):
+        case = load_case(results_dir, run_id(study["id"], repeat), variant["name"], test_case)
+        if not case.case:
+            continue  # never ran (a failed configuration, or a study still running)
+        f = analysis.case_figures(case, variant)
+        usable = not case.short and case.case.get("exitCode") == 0 and f["tpot_s"]["p50"] and f["e2e_s"]["p50"]
+        entry: dict[str, Any] = {"usable": bool(usable), "completed": f["completed"], "asked": f["asked"],
+                                 "exit_code": case.case.get("exitCode")}
+        if usable:
+            specdecode = case.specdecode or {}
+            deltas = (acceptance.counter_deltas(specdecode["before"], specdecode["after"])
+                      if "before" in specdecode and "after" in specdecode else None)
+            entry.update(tpot_s=f["tpot_s"]["p50"], e2e_s=f["e2e_s"]["p50"], ttft_s=f["ttft_s"]["p50"],
+                         usd_per_million=f["usd_per_million_output_tokens"], counters=deltas,
+                         implied_length=f["acceptance"]["tokens_per_step_implied"],
+                         goodput=goodput(case, study.get("ttftTargetMs"), study.get("tpotTargetMs")))
+        figures[repeat] = entry
+    return figures
+
+
+def pooled_acceptance(repeats: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counters summed over the repeats (the rate of all drafted tokens, not a mean of rates)."""
+    counted = [r["counters"] for r in repeats if r.get("counters") and r["counters"].get("drafts")]
+    if counted:
+        total: dict[str, Any] = {k: sum(c.get(k, 0.0) for c in counted) for k in ("drafts", "draft_tokens", "accepted")}
+        if all("per_position" in c for c in counted):
+            positions = sorted({p for c in counted for p in c["per_position"]}, key=int)
+            total["per_position"] = {p: sum(c["per_position"].get(p, 0.0) for c in counted) for p in positions}
+        figures = acceptance.from_counters(total)
+        return {"rate": figures["acceptance_rate"], "length": figures["mean_acceptance_length"],
+                "per_position": figures["per_position"], "source": "/metrics counters"}
+    implied = [r["implied_length"] for r in repeats if r.get("implied_length") is not None]
+    return {"rate": None, "length": statistics.fmean(implied) if implied else None, "per_position": None,
+            "source": "implied from streamed chunks" if implied else "none"}
+
+
+def fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """Least-squares (intercept, slope) of y over x; None with fewer than two distinct x."""
+    if len({x for x, _ in points}) < 2:
+        return None
+    mean_x, mean_y = statistics.fmean(x for x, _ in points), statistics.fmean(y for _, y in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, _ in points)
+    return mean_y - slope * mean_x, slope
+
+
+def cost_ratios(rows: dict[str, dict[str, Any]], variants: dict[str, dict], base_tpot: dict[str, float | None]) -> dict[str, dict]:
+    """Per draft (and baseline): c and the verification step's relative cost, from the fit of SD
+    step time over the window across the draft's configurations."""
+    fits: dict[tuple[str, str], dict] = {}
+    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for name, row in rows.items():
+        v = variants[name]
+        if row.get("tpot_s") and row["acceptance"]["length"]:
+            groups.setdefault((v["draft"], v["baseline"]), []).append((v["numSpeculativeTokens"], row["tpot_s"] * row["acceptance"]["length"]))
+    for (draft, baseline), points in groups.items():
+        line, base = fit_line(points), base_tpot.get(baseline)
+        if line is None or not base:
+            why = "needs two windows of this draft with measured acceptance" if line is None else "no baseline TPOT"
+            fits[(draft, baseline)] = {"c": None, "why": why, "windows": len(points)}
+            continue
+        fits[(draft, baseline)] = {"c": line[1] / base, "verify_ratio": line[0] / base, "windows": len(points),
+                                   "source": f"derived: slope of SD step time (TPOT x mean accepted length) over the window, "
+                                             f"least squares across {len(points)} windows of this draft, / the baseline's TPOT"}
+    return {name: fits.get((variants[name]["draft"], variants[name]["baseline"]), {"c": None, "why": "no SD figures"})
+            for name in rows}
+
+
+def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]:
+    study, variants = study_record["study"], {v["name"]: v for v in study_record["variants"]}
+    test_cases = list(study_record["testCases"])
+    figures = {name: {t: repeat_figures(results_dir, study, v, t) for t in test_cases} for name, v in variants.items()}
+    table: dict[str, dict[str, dict[str, Any]]] = {}
+    excluded = [f"{name} / {t} / repeat {r}: {e['completed']} of {e['asked']} completed, LLMPerf exit {e['exit_code']}"
+                for name, by_case in figures.items() for t, repeats in by_case.items() for r, e in repeats.items() if not e["usable"]]
+    for scope in test_cases + ["overall"]:
+        rows: dict[str, dict[str, Any]] = {}
+        for name, v in variants.items():
+            samples = _samples(figures[name], test_cases, scope)
+            usable = [e for t in (test_cases if scope == "overall" else [scope]) for e in figures[name][t].values() if e["usable"]]
+            row: dict[str, Any] = {"repeats": len(samples["tpot_s"]),
+                                   "tpot_s": _geomean(samples["tpot_s"]), "e2e_s": _geomean(samples["e2e_s"]),
+                                   "acceptance": pooled_acceptance(usable),
+                                   "usd_per_million": _mean([e["usd_per_million"] for e in usable]),
+                                   "goodput": _pooled_goodput(usable)}
+            if v.get("baseline"):
+                base = _samples(figures[v["baseline"]], test_cases, scope)
+                row["speedup_tpot"] = ratio_interval(base["tpot_s"], samples["tpot_s"])
+                row["speedup_e2e"] = ratio_interval(base["e2e_s"], samples["e2e_s"])
+            rows[name] = row
+        sd = {n: r for n, r in rows.items() if variants[n]["role"] == "sd"}
+        ratios = cost_ratios(sd, variants, {n: rows[n]["tpot_s"] for n in rows})
+        for name, row in sd.items():
+            fit, k, length = ratios[name], variants[name]["numSpeculativeTokens"], row["acceptance"]["length"]
+            bound = length / (fit["c"] * k + 1) if fit["c"] is not None and length else None
+            measured = row["speedup_tpot"]["value"]
+            row["bound"] = {**fit, "speedup_bound": bound, "reached": measured / bound if bound and measured else None}
+        table[scope] = rows
+    return {"study": study, "status": study_record["status"], "reason": study_record.get("reason"),
+            "configurations": study_record["configurations"], "variants": study_record["variants"],
+            "testCases": test_cases, "table": table, "excluded": excluded,
+            "best": {scope: best(rows, variants) for scope, rows in table.items()}}
+
+
+def _samples(by_case: dict[str, dict[int, dict]], test_cases: list[str], scope: str) -> dict[str, list[float]]:
+    """Per-repeat medians of one test case, or (overall) per repeat the geometric mean over every
+    test case, for the repeats where every case is usable."""
+    if scope != "overall":
+        usable = [e for _, e in sorted(by_case[scope].items()) if e["usable"]]
+        return {k: [e[k] for e in usable] for k in ("tpot_s", "e2e_s")}
+    repeats = sorted(set.intersection(*(set(r for r, e in by_case[t].items() if e["usable"]) for t in test_cases)))
+    return {k: [math.exp(statistics.fmean(math.log(by_case[t][r][k]) for t in test_cases)) for r in repeats]
+            for k in ("tpot_s", "e2e_s")}
+
+
+def _geomean(values: list[float]) -> float | None:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else None
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.fmean(present) if present else None
+
+
+def _pooled_goodput(usable: list[dict]) -> dict[str, Any]:
+    asked = sum(e["goodput"]["asked"] or 0 for e in usable)
+    good = sum(e["goodput"]["good"] for e in usable)
+    return {"good": good, "asked": asked, "share": good / asked if asked else None,
+            "per_minute": _mean([e["goodput"]["per_minute"] for e in usable])}
+
+
+def best(rows: dict[str, dict[str, Any]], variants: dict[str, dict]) -> dict[str, Any] | None:
+    """The SD configuration with the highest TPOT speedup, and those whose interval reaches it
+    (not distinguishable from it with these repeats)."""
+    ranked = sorted(((r["speedup_tpot"]["value"], n) for n, r in rows.items()
+                     if variants[n]["role"] == "sd" and r.get("speedup_tpot", {}).get("value")), reverse=True)
+    if not ranked:
+        return None
+    value, name = ranked[0]
+    close = [n for _, n in ranked[1:] if (rows[n]["speedup_tpot"]["high"] or 0) >= (rows[name]["speedup_tpot"]["low"] or value)]
+    return {"variant": name, "speedup_tpot": value, "indistinguishable": close}
+
+
+def build(results_dir: Path) -> dict[str, Any]:
+    return {sid: summarize(results_dir, json.loads((results_dir / sid / STUDY_FILE).read_text())) for sid in study_ids(results_dir)}

@@ -1,0 +1,191 @@
+"""Write a tuning study's report: tuning.md, tuning.json, and per study a heatmap (draft x window,
+TPOT speedup, per test case and overall) and a speedup-vs-window plot with the intervals.
+
+    python -m benchmark.tuning_report DIR
+
+The figures are benchmark/study.py's; this module lays them out. A configuration a source document
+chose is marked (benchmark/seeds.py PUBLISHED_CHOICES), with its published figures beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import study as study_figures
+from .seeds import PUBLISHED_CHOICES, PublishedChoice
+
+HOW_TO_READ = (
+    "Speedup = the baseline's TPOT (or end-to-end time) / the configuration's: the ratio of geometric means of the "
+    "per-repeat medians, with a 95 % Welch interval on the log scale (n/a with one repeat). Acceptance = accepted / "
+    "drafted tokens from the server's counters, summed over the repeats; length = mean accepted tokens per target "
+    "step (1 + accepted / drafts). Bound = Leviathan's E[tokens per step] / (c k + 1) with both measured: c is "
+    "derived from the slope of SD step time over the window across this draft's windows (benchmark/study.py), so it "
+    "needs two windows of a draft; 'reached' = measured speedup / bound. Goodput = requests meeting both targets, "
+    "as a share of those asked. $/M = the configuration's share of the node's list price per million output tokens. "
+    "Failed, short and crashed cases are listed and never averaged in.")
+
+
+def _num(value: float | None, digits: int = 2, scale: float = 1.0, suffix: str = "") -> str:
+    return "n/a" if value is None else f"{value * scale:.{digits}f}{suffix}"
+
+
+def _interval(figure: dict[str, Any] | None) -> str:
+    if not figure or figure["value"] is None:
+        return "n/a"
+    if figure["low"] is None:
+        return f"{figure['value']:.2f}x (1 repeat: no interval)"
+    return f"{figure['value']:.2f}x [{figure['low']:.2f}, {figure['high']:.2f}]"
+
+
+def published(variant: dict, target: str) -> PublishedChoice | None:
+    return next((c for c in PUBLISHED_CHOICES if (c.target, c.draft, c.window) == (target, variant.get("draft"),
+                                                                                   variant.get("numSpeculativeTokens"))), None)
+
+
+def scope_table(summary: dict[str, Any], scope: str) -> list[str]:
+    variants = {v["name"]: v for v in summary["variants"]}
+    lines = ["| configuration | draft | k | repeats | TPOT (ms) | TPOT speedup | end-to-end speedup | acceptance | length | "
+             "per position | c | bound | reached | goodput | $/M tokens |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, row in summary["table"][scope].items():
+        v, bound = variants[name], row.get("bound") or {}
+        acceptance = row["acceptance"]
+        per_position = " / ".join(f"{p:.2f}" for p in acceptance["per_position"]) if acceptance["per_position"] else "n/a"
+        mark = published(v, v["target"])
+        label = f"{name} (published choice)" if mark else name
+        status = summary["configurations"][name]
+        if status["status"] == "failed":
+            label += " **FAILED**"
+        goodput = row["goodput"]
+        lines.append(
+            f"| {label} | {v.get('draft') or '-'} | {v.get('numSpeculativeTokens') or '-'} | {row['repeats']} | "
+            f"{_num(row['tpot_s'], 2, 1000)} | {_interval(row.get('speedup_tpot'))} | {_interval(row.get('speedup_e2e'))} | "
+            f"{_num(acceptance['rate'], 1, 100, '%')} | {_num(acceptance['length'])} | {per_position} | "
+            f"{_num(bound.get('c'), 3)} | {_num(bound.get('speedup_bound'))}x | {_num(bound.get('reached'), 0, 100, '%')} | "
+            f"{goodput['good']}/{goodput['asked']} | {_num(row['usd_per_million'])} |")
+    return lines
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = ["# Tuning study report", "", HOW_TO_READ, ""]
+    for study_id, summary in report.items():
+        study = summary["study"]
+        targets = [f"TTFT <= {study['ttftTargetMs']} ms" if study.get("ttftTargetMs") else "",
+                   f"TPOT <= {study['tpotTargetMs']} ms" if study.get("tpotTargetMs") else ""]
+        lines += [f"## Study {study_id}", "",
+                  f"Mode {study['mode']}, {study['repeats']} repeats; status **{summary['status']}**"
+                  + (f": {summary['reason']}" if summary["reason"] else "") + "; goodput targets: "
+                  + (" and ".join(t for t in targets if t) or "none") + ".", ""]
+        failed = {n: c for n, c in summary["configurations"].items() if c["status"] != "done"}
+        if failed:
+            lines += ["Configurations not measured in full:", ""]
+            lines += [f"- {n}: {c['status']}{': ' + c['reason'] if c['reason'] else ''}" for n, c in failed.items()]
+            lines.append("")
+        if summary["excluded"]:
+            lines += ["Cases left out (short or crashed):", ""] + [f"- {e}" for e in summary["excluded"]] + [""]
+        for scope in summary["testCases"] + ["overall"]:
+            title = "Overall (geometric mean over the test cases, per repeat)" if scope == "overall" else f"Test case `{scope}`"
+            lines += [f"### {title}", ""] + scope_table(summary, scope) + [""]
+            choice = summary["best"][scope]
+            if choice:
+                close = (f"; not distinguishable with these repeats: {', '.join(choice['indistinguishable'])}"
+                         if choice["indistinguishable"] else "")
+                lines += [f"Best: **{choice['variant']}** ({choice['speedup_tpot']:.2f}x TPOT){close}.", ""]
+        variants = {v["name"]: v for v in summary["variants"]}
+        for name, v in variants.items():
+            mark = published(v, v["target"])
+            if mark:
+                lines += [f"Published: {mark.document} - {mark.says}. Marked on {name}."]
+                if mark.figures:
+                    row = summary["table"]["overall"][name]
+                    base = summary["table"]["overall"].get(v["baseline"], {}).get("tpot_s")
+                    lines.append(f"Beside this run: TPOT {_num(base, 2, 1000)} -> {_num(row['tpot_s'], 2, 1000)} ms "
+                                 f"(published {mark.figures['tpot_base_ms']} -> {mark.figures['tpot_sd_ms']} ms), acceptance "
+                                 f"{_num(row['acceptance']['rate'], 1, 100, '%')} (published {mark.figures['acceptance_rate'] * 100:.1f}%), "
+                                 f"mean accepted length {_num(row['acceptance']['length'])} (published {mark.figures['mean_accepted_length']}).")
+                lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Per study: a heatmap of TPOT speedup (draft x window) per test case and overall, and the
+    overall speedup over the window per draft with its interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for study_id, summary in report.items():
+        variants = {v["name"]: v for v in summary["variants"] if v["role"] == "sd"}
+        drafts = sorted({v["draft"] for v in variants.values()})
+        windows = sorted({v["numSpeculativeTokens"] for v in variants.values()})
+        scopes = summary["testCases"] + ["overall"]
+        figure, axes = plt.subplots(1, len(scopes), figsize=(3.2 * len(scopes) + 1, 1.2 * len(drafts) + 2), squeeze=False)
+        for axis, scope in zip(axes[0], scopes):
+            grid = [[float("nan")] * len(windows) for _ in drafts]
+            for name, v in variants.items():
+                value = (summary["table"][scope][name].get("speedup_tpot") or {}).get("value")
+                if value is not None:
+                    grid[drafts.index(v["draft"])][windows.index(v["numSpeculativeTokens"])] = value
+            image = axis.imshow(grid, cmap="viridis", aspect="auto")
+            axis.set_xticks(range(len(windows)), [str(w) for w in windows])
+            axis.set_yticks(range(len(drafts)), [d.rsplit("/", 1)[-1] for d in drafts])
+            axis.set_title(scope, fontsize=9)
+            axis.set_xlabel("speculative window")
+            figure.colorbar(image, ax=axis, fraction=0.05)
+        figure.suptitle(f"{study_id}: TPOT speedup over the baseline")
+        figure.tight_layout()
+        path = out_dir / f"{study_id}-heatmap.png"
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        written.append(path)
+        figure, axis = plt.subplots(figsize=(6, 4))
+        for draft in drafts:
+            points = sorted((v["numSpeculativeTokens"], summary["table"]["overall"][n]["speedup_tpot"])
+                            for n, v in variants.items() if v["draft"] == draft
+                            and summary["table"]["overall"][n]["speedup_tpot"]["value"] is not None)
+            if not points:
+                continue
+            xs, figures = [p[0] for p in points], [p[1] for p in points]
+            ys = [f["value"] for f in figures]
+            errors = [[y - (f["low"] if f["low"] is not None else y) for y, f in zip(ys, figures)],
+                      [(f["high"] if f["high"] is not None else y) - y for y, f in zip(ys, figures)]]
+            axis.errorbar(xs, ys, yerr=errors, marker="o", capsize=3, label=draft.rsplit("/", 1)[-1])
+        axis.axhline(1.0, color="grey", linewidth=0.8)
+        axis.set_xlabel("speculative window (num_speculative_tokens)")
+        axis.set_ylabel("TPOT speedup (95 % interval)")
+        axis.legend()
+        figure.tight_layout()
+        path = out_dir / f"{study_id}-windows.png"
+        figure.savefig(path, dpi=110)
+        plt.close(figure)
+        written.append(path)
+    return written
+
+
+def write_report(results_dir: Path) -> dict[str, Any]:
+    report = study_figures.build(results_dir)
+    (results_dir / "tuning.md").write_text(markdown(report))
+    (results_dir / "tuning.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    charts(report, results_dir)
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("results_dir", type=Path)
+    args = parser.parse_args(argv)
+    if not args.results_dir.is_dir():
+        print(f"{args.results_dir} is not a directory", file=sys.stderr)
+        return 2
+    write_report(args.results_dir)
+    print((args.results_dir / "tuning.md").read_text(), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
