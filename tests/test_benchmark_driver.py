@@ -368,6 +368,7 @@ class FakeAws:
 
     def client(self, service, **kwargs):
         self.services.append(service)
+        self.configs = {**getattr(self, "configs", {}), service: kwargs.get("config")}
         aws = self
 
         class Client:
@@ -410,6 +411,10 @@ def test_production_wiring_uploads_to_s3_publishes_to_cloudwatch_and_locates_pod
     hooks.publish([datum])
     assert hooks.telemetry({"pod": "vllm-sd-0"}, 100.0, 200.0) == {"status": "ok"}
     assert sorted(aws.services) == ["cloudwatch", "s3"]
+    # S3 calls retry throttling and dropped connections with backoff (botocore's standard mode).
+    assert aws.configs["s3"].retries == {"max_attempts": 10, "mode": "standard"}
+    # Only a study reads its results back (to resume, or not to publish a case twice).
+    assert hooks.uploaded(tmp_path / "results" / "x") is False
     cloudwatch = [c for c in aws.calls if c[0] == "cloudwatch"]
     assert aws.calls == [
         ("s3", "upload_file", (str(tmp_path / "results" / "run-1" / "sd" / "counting" / "case.json"), "models",
@@ -911,3 +916,54 @@ def test_llmperf_runs_in_its_own_session_with_the_pods_environment_and_its_outpu
 def test_an_indented_error_line_is_reported_without_its_whitespace():
     assert driver.last_error_line("Traceback:\n    raise ValueError('x')\n  ValueError: bad prompt  \r\n") == "ValueError: bad prompt"
     assert driver.thread_deaths("Exception in thread Thread-1:\nException in thread Thread-2:\n") == 2
+
+
+# --- a long run ---------------------------------------------------------------------------------
+
+def test_a_server_that_restarts_mid_run_is_waited_for_before_its_next_case(tmp_path, llmperf):
+    """/health is asked before every case: the SD server goes away after the first test case and
+    comes back after two polls; its second case starts only then."""
+    answers = {"http://vllm-sd:8000/v1": iter([True, True, False, False, True])}
+    events = []
+
+    def healthy(url):
+        answer = next(answers[url], True) if url in answers else True
+        events.append(("health", url.split("//")[1].split(":")[0], answer))
+        return answer
+
+    def runner(argv, env, cwd, out_dir, deadline_s):
+        events.append(("run", out_dir.parent.name, out_dir.name))
+        return 0
+
+    run = driver.run_benchmark(config(), tmp_path / "results", "run-1", llmperf,
+                               quiet_hooks(healthy=healthy, runner=runner, poll_s=30, sleep=lambda s: events.append(("sleep", s))))
+    assert run["status"] == "incomplete"  # no request went through the stand-in LLMPerf
+    second_sd = events.index(("run", "sd", "sonnets"))
+    assert events[second_sd - 5:second_sd] == [("health", "vllm-sd", False), ("sleep", 30), ("health", "vllm-sd", False),
+                                               ("sleep", 30), ("health", "vllm-sd", True)]
+
+
+def test_uploads_are_retried_before_they_count_as_failed(tmp_path):
+    attempts, sleeps = [], []
+
+    def flaky(path):
+        attempts.append(path.name)
+        if len(attempts) < 3:
+            raise OSError("Connection reset by peer")
+
+    hooks = quiet_hooks(upload=flaky, sleep=sleeps.append)
+    hooks.save(tmp_path / "run.json", {"status": "running"})
+    assert attempts == ["run.json"] * 3 and sleeps == [2, 4] and hooks.upload_errors == []
+
+
+def test_a_case_published_before_is_never_published_again(tmp_path):
+    """A study redoes a case a killed pod left half done; CloudWatch adds every datum it is sent,
+    so the marker in the store decides."""
+    published, saved = [], []
+    hooks = quiet_hooks(publish=published.append, upload=saved.append)
+    marker = tmp_path / driver.PUBLISHED_FILE
+    hooks.publish_once(marker, [{"MetricName": "TTFT"}])
+    assert published == [[{"MetricName": "TTFT"}]] and saved == [marker]
+    hooks.uploaded = lambda path: path == marker
+    hooks.publish_once(marker, [{"MetricName": "TTFT"}])
+    assert len(published) == 1 and saved == [marker]
