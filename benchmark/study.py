@@ -14,13 +14,17 @@ never averaged in. Across repeats:
 - cost per million output tokens: the configuration's share of the node's list price over its
   measured overall throughput (analysis.case_figures).
 - the bound: Leviathan et al.'s speedup E[tokens per step] / (c k + 1), with E measured (the mean
-  accepted length) and c the draft's cost per step relative to the target's. c is measured, not
-  assumed: one SD step takes a + b k (the target verifying, the draft drafting k tokens), its time
-  is TPOT x mean accepted length, so the slope b of step time over k, fitted by least squares
-  across a draft's windows in this study, over the baseline's TPOT, is c. It needs two windows of
-  the draft. It is derived for every draft, plain or EAGLE3 (a head cannot run alone: it needs the
-  target's hidden states), and labelled so; the intercept a over the baseline's TPOT is printed
-  beside it as the verification step's cost relative to a plain decode step.
+  accepted length) and c the draft's cost per step relative to the target's, measured, never
+  assumed, in one of two ways, each labelled:
+  - "measured": a plain draft served alone at the stack's shape (study.timeDraftsAlone): its TPOT
+    over the baseline's, the ratio of geometric means over the repeats, with its interval;
+  - "derived": one SD step takes a + b k (the target verifying, the draft drafting k tokens), its
+    time is TPOT x mean accepted length, so the slope b of step time over k, fitted by least
+    squares across a draft's windows in this study, over the baseline's TPOT, is c. It needs two
+    windows of the draft; it is the only way for an EAGLE3 head (which cannot run alone: it needs
+    the target's hidden states). The intercept a over the baseline's TPOT is printed beside it as
+    the verification step's cost relative to a plain decode step.
+  Where both exist, the bound uses the measured c and the derived one is printed beside it.
 """
 from __future__ import annotations
 
@@ -104,9 +108,11 @@ def fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
     return mean_y - slope * mean_x, slope
 
 
-def cost_ratios(rows: dict[str, dict[str, Any]], variants: dict[str, dict], base_tpot: dict[str, float | None]) -> dict[str, dict]:
-    """Per draft (and baseline): c and the verification step's relative cost, from the fit of SD
-    step time over the window across the draft's configurations."""
+def cost_ratios(rows: dict[str, dict[str, Any]], variants: dict[str, dict], base_tpot: dict[str, float | None],
+                alone: dict[tuple[str, str], dict]) -> dict[str, dict]:
+    """Per draft (and baseline): c, measured from the draft served alone where it was (`alone`:
+    (draft, baseline) -> TPOT ratio with its interval), else derived from the fit of SD step time
+    over the window across the draft's configurations; both where both exist."""
     fits: dict[tuple[str, str], dict] = {}
     groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
     for name, row in rows.items():
@@ -122,8 +128,16 @@ def cost_ratios(rows: dict[str, dict[str, Any]], variants: dict[str, dict], base
         fits[(draft, baseline)] = {"c": line[1] / base, "verify_ratio": line[0] / base, "windows": len(points),
                                    "source": f"derived: slope of SD step time (TPOT x mean accepted length) over the window, "
                                              f"least squares across {len(points)} windows of this draft, / the baseline's TPOT"}
-    return {name: fits.get((variants[name]["draft"], variants[name]["baseline"]), {"c": None, "why": "no SD figures"})
-            for name in rows}
+    ratios = {}
+    for name in rows:
+        key = (variants[name]["draft"], variants[name]["baseline"])
+        fit = fits.get(key, {"c": None, "why": "no SD figures"})
+        measured = alone.get(key)
+        if measured and measured["value"] is not None:
+            fit = {**{f"derived_{k}": v for k, v in fit.items()}, "c": measured["value"], "c_low": measured["low"],
+                   "c_high": measured["high"], "source": "measured: the draft served alone at the stack's shape, its TPOT / the baseline's"}
+        ratios[name] = fit
+    return ratios
 
 
 def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]:
@@ -149,7 +163,11 @@ def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]
                 row["speedup_e2e"] = ratio_interval(base["e2e_s"], samples["e2e_s"])
             rows[name] = row
         sd = {n: r for n, r in rows.items() if variants[n]["role"] == "sd"}
-        ratios = cost_ratios(sd, variants, {n: rows[n]["tpot_s"] for n in rows})
+        alone = {}
+        for name, draft in (study.get("draftsAlone") or {}).items():
+            base_tpot, alone_tpot = _alone_pair(figures, variants[name], test_cases, scope)
+            alone[(draft, variants[name]["baseline"])] = ratio_interval(alone_tpot, base_tpot)  # c = alone / baseline
+        ratios = cost_ratios(sd, variants, {n: rows[n]["tpot_s"] for n in rows}, alone)
         for name, row in sd.items():
             fit, k, length = ratios[name], variants[name]["numSpeculativeTokens"], row["acceptance"]["length"]
             bound = length / (fit["c"] * k + 1) if fit["c"] is not None and length else None
@@ -160,6 +178,12 @@ def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]
             "configurations": study_record["configurations"], "variants": study_record["variants"],
             "testCases": test_cases, "table": table, "excluded": excluded,
             "best": {scope: best(rows, variants) for scope, rows in table.items()}}
+
+
+def _alone_pair(figures: dict, variant: dict, test_cases: list[str], scope: str) -> tuple[list[float], list[float]]:
+    """(baseline TPOTs, draft-alone TPOTs) per repeat, for c = alone / baseline."""
+    return (_samples(figures[variant["baseline"]], test_cases, scope)["tpot_s"],
+            _samples(figures[variant["name"]], test_cases, scope)["tpot_s"])
 
 
 def _samples(by_case: dict[str, dict[int, dict]], test_cases: list[str], scope: str) -> dict[str, list[float]]:

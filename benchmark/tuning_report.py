@@ -23,7 +23,8 @@ HOW_TO_READ = (
     "drafted tokens from the server's counters, summed over the repeats; length = mean accepted tokens per target "
     "step (1 + accepted / drafts). Bound = Leviathan's E[tokens per step] / (c k + 1) with both measured: c is "
     "derived from the slope of SD step time over the window across this draft's windows (benchmark/study.py), so it "
-    "needs two windows of a draft; 'reached' = measured speedup / bound. Goodput = requests meeting both targets, "
+    "needs two windows of a draft; where the draft was served alone (study.timeDraftsAlone), c is measured instead: "
+    "its TPOT / the baseline's, printed as that row's c with its interval. 'reached' = measured speedup / bound. Goodput = requests meeting both targets, "
     "as a share of those asked. $/M = the configuration's share of the node's list price per million output tokens. "
     "Failed, short and crashed cases are listed and never averaged in.")
 
@@ -56,17 +57,41 @@ def scope_table(summary: dict[str, Any], scope: str) -> list[str]:
         per_position = " / ".join(f"{p:.2f}" for p in acceptance["per_position"]) if acceptance["per_position"] else "n/a"
         mark = published(v, v["target"])
         label = f"{name} (published choice)" if mark else name
+        if name in (summary["study"].get("draftsAlone") or {}):
+            label += " (draft alone: c)"
         status = summary["configurations"][name]
         if status["status"] == "failed":
             label += " **FAILED**"
         goodput = row["goodput"]
+        # A draft served alone is not a configuration to run: its row gives c, not a speedup.
+        alone = name in (summary["study"].get("draftsAlone") or {})
+        speedups = ("-", "-") if alone else (_interval(row.get("speedup_tpot")), _interval(row.get("speedup_e2e")))
         lines.append(
             f"| {label} | {v.get('draft') or '-'} | {v.get('numSpeculativeTokens') or '-'} | {row['repeats']} | "
-            f"{_num(row['tpot_s'], 2, 1000)} | {_interval(row.get('speedup_tpot'))} | {_interval(row.get('speedup_e2e'))} | "
+            f"{_num(row['tpot_s'], 2, 1000)} | {speedups[0]} | {speedups[1]} | "
             f"{_num(acceptance['rate'], 1, 100, '%')} | {_num(acceptance['length'])} | {per_position} | "
-            f"{_num(bound.get('c'), 3)} | {_num(bound.get('speedup_bound'))}x | {_num(bound.get('reached'), 0, 100, '%')} | "
+            f"{_c(row, name, summary)} | {_num(bound.get('speedup_bound'), suffix='x')} | {_num(bound.get('reached'), 0, 100, '%')} | "
             f"{goodput['good']}/{goodput['asked']} | {_num(row['usd_per_million'])} |")
     return lines
+
+
+def _c(row: dict[str, Any], name: str, summary: dict[str, Any]) -> str:
+    """The draft's cost ratio: measured (served alone: its row gives it, with the interval),
+    derived (fitted), or n/a."""
+    bound = row.get("bound") or {}
+    if name in (summary["study"].get("draftsAlone") or {}):
+        speedup = row.get("speedup_tpot") or {}
+        if speedup.get("value") is None:
+            return "n/a"
+        inverse = {"value": 1 / speedup["value"], "low": 1 / speedup["high"] if speedup["high"] else None,
+                   "high": 1 / speedup["low"] if speedup["low"] else None}
+        return _interval(inverse).replace("x", "", 1) + " measured"
+    if bound.get("c") is None:
+        return "n/a"
+    if bound.get("source", "").startswith("measured"):
+        derived = f"; derived {bound['derived_c']:.3f}" if bound.get("derived_c") is not None else ""
+        return f"{bound['c']:.3f} measured{derived}"
+    return f"{bound['c']:.3f} derived"
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -89,6 +114,9 @@ def markdown(report: dict[str, Any]) -> str:
         for scope in summary["testCases"] + ["overall"]:
             title = "Overall (geometric mean over the test cases, per repeat)" if scope == "overall" else f"Test case `{scope}`"
             lines += [f"### {title}", ""] + scope_table(summary, scope) + [""]
+            unbounded = [f"- no bound for {n}: {r['bound']['why']}" for n, r in summary["table"][scope].items()
+                         if r.get("bound") and r["bound"].get("c") is None and summary["configurations"][n]["status"] == "done"]
+            lines += unbounded + ([""] if unbounded else [])
             choice = summary["best"][scope]
             if choice:
                 close = (f"; not distinguishable with these repeats: {', '.join(choice['indistinguishable'])}"

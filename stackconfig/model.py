@@ -337,6 +337,10 @@ class StudySettings:
     repeats: int
     """Times each configuration runs every test case; the report's intervals come from them."""
     grid: tuple[GridPoint, ...] = ()
+    drafts_alone: dict[str, str] = field(default_factory=dict)
+    """study.timeDraftsAlone: variant name -> the plain draft it serves alone, at the stack's
+    shape, compared with the baseline like a variant: its TPOT over the baseline's is the
+    draft's cost ratio c, measured (an EAGLE3 head cannot run alone: it needs the target)."""
     ttft_target_ms: int | None = None
     tpot_target_ms: int | None = None
     """Goodput counts the requests meeting both targets (each None: not a condition)."""

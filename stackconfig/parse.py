@@ -250,7 +250,7 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, BENCHMARK_KEYS), stack, serving)
     revisions = _model_revisions(top, raw)
     entries = _variant_entries(top, raw.get("variants"))
-    study, grid_entries = _parse_study(_Section("study", raw.get("study"), problems, STUDY_KEYS), models) \
+    study, grid_entries = _parse_study(_Section("study", raw.get("study"), problems, STUDY_KEYS), models, raw.get("variants")) \
         if "study" in raw else (None, [])
     keys = [key for key, _ in entries + grid_entries]
     variants = _resolve_baselines(_parse_variants(entries + grid_entries, problems, serving, benchmark, models, revisions),
@@ -791,18 +791,23 @@ def _variant_entries(top: _Section, raw: Any) -> list[tuple[str, Any]]:
     return [(f"variants[{index}]", entry) for index, entry in enumerate(raw)]
 
 
-STUDY_KEYS = {"mode", "repeats", "drafts", "windows", "baseline", "draftMaxModelLen", "ttftTargetMs", "tpotTargetMs"}
+STUDY_KEYS = {"mode", "repeats", "drafts", "windows", "baseline", "draftMaxModelLen", "ttftTargetMs", "tpotTargetMs",
+              "timeDraftsAlone"}
 STUDY_MODES = ("sequential", "parallel")
 STUDY_DRAFT_KEYS = {"model", "label"}
 MAX_STUDY_REPEATS = 10
 
 
-def _parse_study(s: _Section, models: Mapping[str, ModelInfo]) -> tuple[StudySettings, list[tuple[str, Any]]]:
+def _parse_study(s: _Section, models: Mapping[str, ModelInfo], hand_written: Any) -> tuple[StudySettings, list[tuple[str, Any]]]:
     """`study`: the tuner's mode and repeats, and a grid of drafts x windows, each point
     expanded into an SD variant entry that is then parsed like a hand-written one (its problems
     under `study(draft ..., window ...)`). The variant is named <label>-k<window>; the label is
-    the draft's name slugged, or `label` where that name would be too long."""
+    the draft's name slugged, or `label` where that name would be too long. With
+    `timeDraftsAlone`, each plain draft is also served alone (<label>-alone), as a baseline
+    compared with the stack's. Every added variant names its baseline: `study.baseline`, or the
+    one hand-written baseline."""
     mode = s.string("mode", "sequential", choices=STUDY_MODES) or "sequential"
+    alone = s.boolean("timeDraftsAlone", False)
     repeats = s.integer("repeats", 3, low=1, high=MAX_STUDY_REPEATS) or 3
     targets = [s.integer(key, None, low=1, high=600_000) for key in ("ttftTargetMs", "tpotTargetMs")]
     windows = s.listing("windows", []) or []
@@ -819,13 +824,20 @@ def _parse_study(s: _Section, models: Mapping[str, ModelInfo]) -> tuple[StudySet
     entries: list[tuple[str, Any]] = []
     grid: list[GridPoint] = []
     labels: list[str] = []
+    drafts_alone: dict[str, str] = {}
+    baselines = [v.get("name") for v in hand_written if isinstance(v, dict) and v.get("role") == "baseline"] \
+        if isinstance(hand_written, list) else []
+    baseline = s.string("baseline", None) or (baselines[0] if len(baselines) == 1 else None)
+    if drafts and baseline is None and len(baselines) > 1:
+        s.problem("baseline", f"is required when there are several baselines: {', '.join(map(str, baselines))}")
     for index, raw in enumerate(drafts):
         entry = _Section(s.key(f"drafts[{index}]"), raw if isinstance(raw, dict) else {"model": raw}, s.problems, STUDY_DRAFT_KEYS)
         model = entry.model("model", models)
         if model is None:
             continue
         label = entry.string("label", slug(model), pattern=_DNS_LABEL, hint="a lowercase DNS label") or slug(model)
-        longest = f"{label}-k{max(windows, default=1)}"
+        names = [f"{label}-k{w}" for w in windows] + ([f"{label}-alone"] if alone and models[model].kind == "model" else [])
+        longest = max(names, key=len, default=label)
         if not _DNS_LABEL.match(longest):
             entry.problem("label" if "label" in entry.raw else "model",
                           f"the variants' names ({longest!r}) would not be DNS labels of at most 32 characters: "
@@ -835,11 +847,16 @@ def _parse_study(s: _Section, models: Mapping[str, ModelInfo]) -> tuple[StudySet
         labels.append(label)
         for window in windows:
             name = f"{label}-k{window}"
-            variant = {"name": name, "role": "sd", "draft": model, "numSpeculativeTokens": window}
-            variant.update({k: s.raw[k] for k in ("baseline", "draftMaxModelLen") if s.raw.get(k) is not None})
+            variant = {"name": name, "role": "sd", "draft": model, "numSpeculativeTokens": window, "baseline": baseline}
+            variant.update({k: s.raw[k] for k in ("draftMaxModelLen",) if s.raw.get(k) is not None})
             entries.append((f"study(draft {model}, window {window})", variant))
             grid.append(GridPoint(name, model, window))
-    return StudySettings(mode=mode, repeats=repeats, grid=tuple(grid), ttft_target_ms=targets[0], tpot_target_ms=targets[1]), entries
+        if alone and models[model].kind == "model" and windows:
+            drafts_alone[f"{label}-alone"] = model
+            entries.append((f"study(draft {model}, alone)", {"name": f"{label}-alone", "role": "baseline", "target": model,
+                                                              "baseline": baseline}))
+    return StudySettings(mode=mode, repeats=repeats, grid=tuple(grid), drafts_alone=drafts_alone,
+                         ttft_target_ms=targets[0], tpot_target_ms=targets[1]), entries
 
 
 def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: ServingSettings, benchmark: BenchmarkSettings,

@@ -146,3 +146,32 @@ def test_a_study_of_heads_labels_them_and_a_study_without_a_grid_measures_the_ha
     spec = load_stack("qwen3-32b-qwen3-1.7b", {"sd-trn2:study": {}}).spec()
     assert (spec.study.mode, spec.study.repeats, spec.study.grid) == ("sequential", 3, ())
     assert [v.name for v in spec.tuned_servers] == ["base", "sd"]
+
+
+def test_plain_drafts_can_be_timed_alone_at_the_stacks_shape():
+    raw = load_stack("qwen3-32b-study").config
+    stack_input = load_stack("qwen3-32b-study", {"sd-trn2:study": {**raw["sd-trn2:study"], "timeDraftsAlone": True}})
+    spec = stack_input.spec()
+    assert spec.study.drafts_alone == {"qwen3-0-6b-alone": "Qwen/Qwen3-0.6B", "qwen3-1-7b-alone": "Qwen/Qwen3-1.7B"}
+    alone = spec.variant("qwen3-1-7b-alone")
+    # Served like the baseline, with the draft as its model, and compared with the baseline.
+    assert (alone.role, alone.target, alone.baseline, alone.tensor_parallel_size) == ("baseline", "Qwen/Qwen3-1.7B", "base", 32)
+    assert not alone.is_speculative and alone.artifact_path != spec.variant("base").artifact_path
+    recording = run_stack(stack_input)
+    config = json.loads(recording.one("kubernetes:core/v1:ConfigMap", "benchmark-code").inputs["data"]["run-config.json"])
+    assert config["study"]["draftsAlone"] == spec.study.drafts_alone
+    # An EAGLE3 head cannot run alone (it needs the target's hidden states): none is added.
+    head = {**PLUGIN, "variants": PLUGIN["variants"][:1],
+            "study": {"drafts": [{"model": "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", "label": "eagle3"}], "windows": [3],
+                      "timeDraftsAlone": True}}
+    from .stackconfig_helpers import parse
+    assert parse(head).study.drafts_alone == {}
+
+
+def test_with_several_baselines_the_study_names_its_own():
+    other = {"name": "other", "role": "baseline", "baseline": "base", "neuronConfig": {"skip_warmup": True}}
+    two = {**GRID, "variants": [{"name": "base", "role": "baseline"}, other]}
+    assert "is required when there are several baselines: base, other" in problems_for(two)["study.baseline"]
+    from .stackconfig_helpers import parse
+    spec = parse({**two, "study": {**GRID["study"], "baseline": "other"}})
+    assert {v.baseline for v in spec.variants if v.is_speculative} == {"other"}

@@ -37,14 +37,20 @@ TTFT_S, TOKENS, REQUESTS = 0.1, 11, 2
 DRAFTS = {"d1": "Qwen/Qwen3-0.6B", "d2": "Qwen/Qwen3-1.7B"}
 
 
+ALONE = (0.10, 0.12, 0.11)
+"""d1 served alone (study.timeDraftsAlone): its TPOT / the baseline's, per repeat."""
+
+
 def variant(name, k=None):
-    sd = name != "base"
-    return {"name": name, "role": "sd" if sd else "baseline", "baseline": "base" if sd else None, "target": "Qwen/Qwen3-32B",
-            "draft": DRAFTS[name[:2]] if sd else None, "numSpeculativeTokens": k, "costPerHourUsd": 17.88,
-            "targetParamsBillion": 32, "draftParamsBillion": 1}
+    sd = k is not None
+    alone = name.endswith("-alone")
+    return {"name": name, "role": "sd" if sd else "baseline", "baseline": "base" if sd or alone else None,
+            "target": DRAFTS[name[:2]] if alone else "Qwen/Qwen3-32B", "draft": DRAFTS[name[:2]] if sd else None,
+            "numSpeculativeTokens": k, "costPerHourUsd": 17.88, "targetParamsBillion": 32, "draftParamsBillion": 1}
 
 
-VARIANTS = [variant("base"), variant("d1-k2", 2), variant("d1-k4", 4), variant("d2-k4", 4), variant("d2-k7", 7)]
+VARIANTS = [variant("base"), variant("d1-k2", 2), variant("d1-k4", 4), variant("d2-k4", 4), variant("d2-k7", 7),
+            variant("d1-alone")]
 SHORT = ("d1-k4", "b", 3)
 
 
@@ -74,13 +80,15 @@ def write_study(tmp_path, study_id=STUDY_ID, started="2026-11-25T10:00:00Z"):
     for repeat, base in enumerate(BASE_TPOT, start=1):
         for test_case in ("a", "b"):
             write_case(tmp_path, "base", test_case, repeat, base)
+            write_case(tmp_path, "d1-alone", test_case, repeat, base * ALONE[repeat - 1])
             for name, speedup in SPEEDUP.items():
                 short = (name, test_case, repeat) == SHORT
                 write_case(tmp_path, name, test_case, repeat, base / speedup, counters(name, repeat),
                            completed=1 if short else REQUESTS)
     record = {"status": "incomplete", "reason": "failed configurations: d2-k4", "variants": VARIANTS,
               "testCases": {"a": "x", "b": "y"},
-              "study": {"id": STUDY_ID, "mode": "sequential", "repeats": 3, "ttftTargetMs": 200, "tpotTargetMs": 21},
+              "study": {"id": STUDY_ID, "mode": "sequential", "repeats": 3, "ttftTargetMs": 200, "tpotTargetMs": 21,
+                        "draftsAlone": {"d1-alone": "Qwen/Qwen3-0.6B"}},
               "configurations": {**{v["name"]: {"status": "done", "reason": None} for v in VARIANTS},
                                  "d2-k4": {"status": "failed", "reason": "container vllm exited 1 (Error) 2 times"}},
               "cases": [], "resumedBy": "second pod", "startedAt": started}
@@ -135,14 +143,21 @@ def test_acceptance_goodput_and_the_measured_bound(results):
     # Goodput: TTFT 100 ms <= 200 and TPOT <= 21 ms: k2's TPOT is 20, 25, 22.5 ms: one repeat of three.
     assert (k2["goodput"]["good"], k2["goodput"]["asked"]) == (2, 6) and k2["goodput"]["share"] == pytest.approx(1 / 3)
     assert table["base"]["goodput"]["good"] == 0 and k4["goodput"]["good"] == 6
-    # c from the step times over the window: s(k) = TPOT(k) x length(k), a line through k = 2 and 4.
-    g = geomean(BASE_TPOT)
-    s2, s4 = g / 2 * length2, g / 2.5 * length4
-    c = (s4 - s2) / 2 / g
-    assert k2["bound"]["c"] == pytest.approx(c, rel=1e-12)
-    assert k2["bound"]["verify_ratio"] == pytest.approx((s2 - 2 * (s4 - s2) / 2) / g, rel=1e-12)
+    # c measured: d1 served alone, its TPOT over the baseline's (ratio of geometric means).
+    c = geomean(ALONE)
+    assert k2["bound"]["c"] == pytest.approx(c, rel=1e-12) and k2["bound"]["source"].startswith("measured")
+    logs_alone, logs_base = [math.log(b * a) for b, a in zip(BASE_TPOT, ALONE)], [math.log(b) for b in BASE_TPOT]
+    va, vb = statistics.variance(logs_alone) / 3, statistics.variance(logs_base) / 3
+    half = t_quantile(0.975, (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 2)) * math.sqrt(va + vb)
+    assert (k2["bound"]["c_low"], k2["bound"]["c_high"]) == (pytest.approx(c * math.exp(-half), rel=1e-9),
+                                                             pytest.approx(c * math.exp(half), rel=1e-9))
     assert k2["bound"]["speedup_bound"] == pytest.approx(length2 / (c * 2 + 1), rel=1e-12)
     assert k4["bound"]["reached"] == pytest.approx(2.5 / (length4 / (c * 4 + 1)), rel=1e-12)
+    # c derived beside it: s(k) = TPOT(k) x length(k), a line through k = 2 and 4, slope / baseline TPOT.
+    g = geomean(BASE_TPOT)
+    s2, s4 = g / 2 * length2, g / 2.5 * length4
+    assert k2["bound"]["derived_c"] == pytest.approx((s4 - s2) / 2 / g, rel=1e-12)
+    assert k2["bound"]["derived_verify_ratio"] == pytest.approx((s2 - 2 * (s4 - s2) / 2) / g, rel=1e-12)
     # One window of d2: no slope to measure c from, and it says why.
     assert table["d2-k7"]["bound"]["c"] is None and "two windows" in table["d2-k7"]["bound"]["why"]
 

@@ -68,7 +68,8 @@ def study_config(spec: StackSpec) -> dict | None:
     return {"mode": study.mode, "repeats": study.repeats, "scales": bool(spec.tuned_servers),
             "pairsFitTogether": spec.pairs_fit_together, "ttftTargetMs": study.ttft_target_ms,
             "tpotTargetMs": study.tpot_target_ms,
-            "grid": [{"variant": p.variant, "draft": p.draft, "window": p.window} for p in study.grid]}
+            "grid": [{"variant": p.variant, "draft": p.draft, "window": p.window} for p in study.grid],
+            "draftsAlone": study.drafts_alone}
 
 
 def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
