@@ -69,6 +69,9 @@ DASHBOARD_ROWS = (
      (("NeuronCoreUtilization",), "Average"), (("NeuronMemoryUsed",), "Maximum")),
 )
 DASHBOARD_WIDGETS_PER_TEST_CASE = sum(len(row) for row in DASHBOARD_ROWS)
+STUDY_DASHBOARD_WIDGETS = (1, 1)
+"""What a study's view adds (components/pairing/dashboard.py): a header, and per test case one
+widget of every configuration's TPOT speedup over its baseline."""
 
 DEFAULT_SAMPLING_PARAMS = {"temperature": 0}
 MIN_INPUT_TOKENS = 40

@@ -206,6 +206,10 @@ def known_regions() -> tuple[str, ...]:
 CAPACITY_TYPES = ("on-demand", "reserved")
 
 # Limits of where config values end up (each checked by validation, naming the key to change):
+DASHBOARD_METRICS_PER_WIDGET = 100
+"""Metrics and expressions in one metric widget's array: 1-100 (CloudWatch API reference,
+"GetMetricWidgetImage: Metric Widget Structure and Syntax", metrics). A study's view queries each
+compared configuration and its baseline and divides them: 2 x configurations + baselines."""
 DASHBOARD_MAX_WIDGETS = 500
 """CloudWatch's limit on widgets per dashboard, as the project's issue states it (CloudWatch
 service quotas; an older awsx docstring says 100)."""

@@ -19,6 +19,7 @@ from benchmark.pod import (
     MIN_INPUT_TOKENS,
     RESERVED_SAMPLING_KEYS,
     SAMPLE_TEST_CASES,
+    STUDY_DASHBOARD_WIDGETS,
     metric_dimensions,
 )
 from benchmark.podsetup import llmperf_commits
@@ -27,6 +28,7 @@ from benchmark.seeds import SEEDS
 from .catalog import (
     CAPACITY_TYPES,
     DASHBOARD_MAX_WIDGETS,
+    DASHBOARD_METRICS_PER_WIDGET,
     DEVICES_PER_VARIANT,
     INSTANCE_SHAPES,
     KARPENTER_RESERVED_TAGS,
@@ -253,12 +255,21 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     study, grid_entries = _parse_study(_Section("study", raw.get("study"), problems, STUDY_KEYS), models, raw.get("variants")) \
         if "study" in raw else (None, [])
     keys = [key for key, _ in entries + grid_entries]
+    if study is not None:
+        _check_study_dashboard(benchmark, problems)
     variants = _resolve_baselines(_parse_variants(entries + grid_entries, problems, serving, benchmark, models, revisions),
                                   keys, problems)
     if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
         for key, variant in zip(keys, variants):
             _check_buckets(key, variant, problems)
     _check_metric_dimensions(benchmark, variants, problems)
+    if study is not None:
+        compared = [v for v in variants if v.is_speculative and v.baseline]
+        queried = 2 * len(compared) + len({v.baseline for v in compared})
+        if queried > DASHBOARD_METRICS_PER_WIDGET:
+            problems.append(("study", f"{len(compared)} SD configurations need {queried} metrics and expressions in each of the "
+                                      f"study's dashboard widgets; CloudWatch allows {DASHBOARD_METRICS_PER_WIDGET}: "
+                                      "study fewer drafts or windows at once"))
     plugin_variants = [v.name for v in variants if v.engine == "vllm-neuron"]
     if serving.max_num_batched_tokens and not plugin_variants:
         problems.append(("serving.maxNumBatchedTokens", "only vllm-neuron variants use it; no variant runs on vllm-neuron"))
@@ -857,6 +868,17 @@ def _parse_study(s: _Section, models: Mapping[str, ModelInfo], hand_written: Any
                                                               "baseline": baseline}))
     return StudySettings(mode=mode, repeats=repeats, grid=tuple(grid), drafts_alone=drafts_alone,
                          ttft_target_ms=targets[0], tpot_target_ms=targets[1]), entries
+
+
+def _check_study_dashboard(benchmark: BenchmarkSettings, problems: list[tuple[str, str]]) -> None:
+    """The study's view adds a header and a widget per test case to the dashboard's."""
+    header, per_case = STUDY_DASHBOARD_WIDGETS
+    cases = len(benchmark.test_cases)
+    needed = 1 + header + cases * (DASHBOARD_WIDGETS_PER_TEST_CASE + per_case)
+    if cases and needed > DASHBOARD_MAX_WIDGETS:
+        most = (DASHBOARD_MAX_WIDGETS - 1 - header) // (DASHBOARD_WIDGETS_PER_TEST_CASE + per_case)
+        problems.append(("benchmark.testCases", f"{cases} test cases need {needed} dashboard widgets with the study's view; "
+                                                f"CloudWatch allows {DASHBOARD_MAX_WIDGETS} (at most {most} test cases with a study)"))
 
 
 def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: ServingSettings, benchmark: BenchmarkSettings,

@@ -178,6 +178,10 @@ def test_the_dashboard_rule_counts_what_the_dashboard_draws():
     spec = load_stack(QWEN).spec()
     widgets = dashboard_body(spec, spec.region)["widgets"]
     assert len(widgets) == 1 + DASHBOARD_WIDGETS_PER_TEST_CASE * len(spec.benchmark.test_cases)
+    # A study adds its header and a widget per test case (benchmark/pod.py STUDY_DASHBOARD_WIDGETS).
+    study = load_stack("qwen3-32b-study").spec()
+    cases = len(study.benchmark.test_cases)
+    assert len(dashboard_body(study, study.region)["widgets"]) == 1 + 1 + (DASHBOARD_WIDGETS_PER_TEST_CASE + 1) * cases
 
 
 def test_the_largest_allowed_prompts_fit_the_config_map():

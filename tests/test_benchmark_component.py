@@ -157,10 +157,13 @@ def test_a_new_benchmark_configuration_is_a_new_job():
 def test_dashboard_queries_exactly_what_is_published(recording, spec):
     body = json.loads(recording.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardBody"])
     widgets = [w for w in body["widgets"] if w["type"] == "metric"]
-    assert len(widgets) == 8 * len(spec.benchmark.test_cases)
+    # Eight per test case, and a study's view one more (components/pairing/dashboard.py study_widgets).
+    assert len(widgets) == (9 if spec.study else 8) * len(spec.benchmark.test_cases)
     seen = set()
     for widget in widgets:
         for metric in widget["properties"]["metrics"]:
+            if "expression" in metric[0]:
+                continue  # metric math over the queried series (test_the_study_view_divides_...)
             namespace, name, *rest = metric
             dims = dict(zip(rest[0:-1:2], rest[1:-1:2]))
             assert namespace == spec.benchmark.metrics_namespace and name in UNITS
@@ -185,7 +188,8 @@ def test_dashboard_queries_exactly_what_is_published(recording, spec):
                 assert (case_value, variant_value, name, stat) in seen
     # Each test case's Neuron widgets sit right under its latency widgets.
     for test_case in spec.benchmark.test_cases:
-        rows = sorted({w["y"] for w in widgets if w["properties"]["title"].startswith(f"{test_case}: ")})
+        rows = sorted({w["y"] for w in widgets if w["properties"]["title"].startswith(f"{test_case}: ")
+                       and "TPOT speedup" not in w["properties"]["title"]})  # the study's view is below them all
         assert len(rows) == 2 and rows[1] - rows[0] == 6
     outputs = recording.stack_outputs
     assert outputs["dashboardUrl"].endswith(recording.one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardName"])
@@ -214,3 +218,25 @@ def test_the_sample_stack_publishes_under_the_samples_own_dimension_values():
     body = json.loads(recorded(spec.stack).one("aws:cloudwatch/dashboard:Dashboard").inputs["dashboardBody"])
     assert ["Qwen/LLMPerf", "TTFT", "Variant", "SD", "TestCase", "counting_numbers_from_1_"] in [
         m[:6] for w in body["widgets"] if w["type"] == "metric" for m in w["properties"]["metrics"]]
+
+
+def test_the_study_view_divides_each_baseline_by_its_configuration():
+    import re
+
+    from components.pairing.dashboard import study_widgets
+
+    spec = load_stack("qwen3-32b-study").spec()
+    header, *per_case = study_widgets(spec, spec.region, top=500)
+    assert header["type"] == "text" and header["y"] == 500 and len(per_case) == len(spec.benchmark.test_cases)
+    for widget in per_case:
+        metrics = widget["properties"]["metrics"]
+        series = {m[-1]["id"]: m for m in metrics if "expression" not in m[0]}
+        expressions = [m[0] for m in metrics if "expression" in m[0]]
+        assert all(re.match(r"^[a-z][a-zA-Z0-9_]*$", i) for i in [*series, *(e["id"] for e in expressions)])
+        assert all(m[1] == "TimePerOutputToken" and m[-1]["visible"] is False for m in series.values())
+        by_label = {e["label"]: e["expression"] for e in expressions}
+        assert sorted(by_label) == sorted(v.name for v in spec.variants if v.is_speculative)
+        for name, expression in by_label.items():
+            numerator, denominator = expression.split(" / ")
+            assert series[numerator][3] == spec.variant(name).baseline and series[denominator][3] == name
+        assert widget["properties"]["stat"] == "p50" and widget["properties"]["setPeriodToTimeRange"] is True

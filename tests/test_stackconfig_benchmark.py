@@ -145,3 +145,13 @@ def test_the_most_test_cases_leave_room_for_the_header(monkeypatch):
     monkeypatch.setattr(parse_module, "DASHBOARD_MAX_WIDGETS", 504)
     assert problem_list(with_edits(SMALL, {"benchmark.testCases": {f"c{i}": "x" for i in range(63)}})) == [
         ("benchmark.testCases", "63 test cases need 505 dashboard widgets; CloudWatch allows 504 (at most 62 test cases)")]
+
+
+def test_a_study_counts_its_view_in_the_dashboard_limit(monkeypatch):
+    """A study adds a header and one widget per test case: with 500 widgets, 55 test cases fit
+    (1 + 1 + 55 x 9 = 497) and 56 do not."""
+    study = {"variants": [{"name": "base", "role": "baseline"}], "study": {"drafts": ["Qwen/Qwen3-1.7B"], "windows": [5]}}
+    parse(with_edits({**SMALL, **study}, {"benchmark.testCases": {f"c{i}": "x" for i in range(55)}}))
+    assert problem_list(with_edits({**SMALL, **study}, {"benchmark.testCases": {f"c{i}": "x" for i in range(56)}})) == [
+        ("benchmark.testCases", "56 test cases need 506 dashboard widgets with the study's view; CloudWatch allows 500 "
+                                "(at most 55 test cases with a study)")]

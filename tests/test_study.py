@@ -175,3 +175,14 @@ def test_with_several_baselines_the_study_names_its_own():
     from .stackconfig_helpers import parse
     spec = parse({**two, "study": {**GRID["study"], "baseline": "other"}})
     assert {v.baseline for v in spec.variants if v.is_speculative} == {"other"}
+
+
+def test_a_grid_too_large_for_one_dashboard_widget_is_refused():
+    """7 drafts x 7 windows = 49 configurations: 2 x 49 + 1 = 99 metrics fit a widget; 50 do not."""
+    drafts = [{"model": "Qwen/Qwen3-1.7B", "label": f"d{i}"} for i in range(7)]
+    grid = {**GRID, "study": {"drafts": drafts, "windows": [1, 2, 3, 4, 5, 6, 7]}}
+    found = problems_for(grid)
+    assert "study" not in found
+    grid["study"]["drafts"] = drafts + [{"model": "Qwen/Qwen3-1.7B", "label": "d7"}]
+    grid["study"]["windows"] = [1, 2, 3, 4, 5, 6, 7]
+    assert problems_for(grid)["study"].startswith("56 SD configurations need 113 metrics and expressions")

@@ -22,6 +22,34 @@ HEADER = (
     "published too; it counts streamed chunks and is biased against SD.")
 
 
+STUDY_HEADER = (
+    "TPOT speedup of each configuration over its baseline, per test case: the baseline's p50 TimePerOutputToken / the "
+    "configuration's, each over the dashboard's time range (CloudWatch metric math). The repeats, intervals, acceptance, "
+    "bound and best configuration are in the tuning report (`make results`).")
+
+
+def study_widgets(spec: StackSpec, region: str, top: int) -> list[dict]:
+    """The study's view: a header, then per test case one bar per compared configuration."""
+    namespace, dimensions = spec.benchmark.metrics_namespace, spec.metric_dimensions
+    widgets = [{"type": "text", "x": 0, "y": top, "width": 24, "height": 2,
+                "properties": {"markdown": f"## Tuning study ({spec.study.mode})\n{STUDY_HEADER}"}}]
+    ids = {v.name: f"v{index}" for index, v in enumerate(spec.variants)}
+    compared = [v for v in spec.variants if v.baseline and v.is_speculative]
+    for case_index, test_case in enumerate(spec.benchmark.test_cases):
+        queried = {v.name: v for v in compared} | {v.baseline: spec.variant(v.baseline) for v in compared}
+        metrics: list[list] = [[namespace, "TimePerOutputToken", "Variant", dimensions["Variant"][name],
+                                "TestCase", dimensions["TestCase"][test_case], {"id": ids[name], "visible": False}]
+                               for name in queried]
+        metrics += [[{"expression": f"{ids[v.baseline]} / {ids[v.name]}", "id": f"speedup_{ids[v.name]}", "label": v.name}]
+                    for v in compared]
+        widgets.append({
+            "type": "metric", "x": (case_index % 2) * 12, "y": top + 2 + (case_index // 2) * 6, "width": 12, "height": 6,
+            "properties": {"title": f"{test_case}: TPOT speedup over the baseline (p50)", "metrics": metrics, "view": "bar",
+                           "stat": "p50", "period": 3600, "setPeriodToTimeRange": True, "region": region},
+        })
+    return widgets
+
+
 def dashboard_body(spec: StackSpec, region: str) -> dict:
     namespace, dimensions = spec.benchmark.metrics_namespace, spec.metric_dimensions
     widgets = [{
@@ -43,6 +71,8 @@ def dashboard_body(spec: StackSpec, region: str) -> dict:
                         "view": "bar", "stat": stat, "period": 3600, "region": region,
                     },
                 })
+    if spec.study:
+        widgets += study_widgets(spec, region, 3 + len(spec.benchmark.test_cases) * len(DASHBOARD_ROWS) * 6)
     return {"widgets": widgets}
 
 
