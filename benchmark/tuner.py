@@ -20,10 +20,14 @@ it is recorded "failed" with the reason, and the study goes on. Each repeat runs
 case, so a restart mid-study is waited for.
 
 Resume: study.json (the configurations' outcomes and every finished case) is uploaded after each
-case. A new pod of the same study (the Job's retry, `make benchmark`) reads it back and skips what
-it holds: finished cases and configurations are never run twice. The study id is the run config's
-fingerprint, so a changed study starts afresh. On the way out, whatever the tuner scaled up is
-scaled down: a stopped study leaves no server running.
+case. The study's folder is named by the run config's fingerprint and the Job's name
+(study-<fingerprint>-<job>), so a new pod of the same Job (the Job starts one when a pod is killed
+or evicted) reads it back and skips what it holds: finished cases and configurations are never
+run twice; a changed study, or another Job (`make benchmark`), starts afresh. On the way out,
+whatever the tuner scaled up is scaled down: a stopped study leaves no server running. The exit
+code is 0 once the study has an outcome (complete, or incomplete with failed configurations
+recorded: a retry would change nothing), 1 when it stopped before (the Job then starts a pod that
+resumes it).
 """
 from __future__ import annotations
 
@@ -127,29 +131,33 @@ def wanted_up(variant: dict, study: dict) -> list[str]:
 
 
 def new_record(config: dict, study_id: str) -> dict[str, Any]:
-    return {**driver.run_record(config, study_id), "study": config["study"],
+    return {**driver.run_record(config, study_id), "study": {**config["study"], "id": study_id,
+                                                              "configuration": config["study"]["id"]},
             "configurations": {v["name"]: {"status": "pending", "reason": None} for v in config["variants"]}}
 
 
 class Tuner:
-    def __init__(self, config: dict, results_dir: Path, llmperf_dir: Path, hooks: Hooks, tuner: TunerHooks):
+    def __init__(self, config: dict, results_dir: Path, llmperf_dir: Path, hooks: Hooks, tuner: TunerHooks,
+                 study_id: str | None = None):
         self.config, self.results_dir, self.llmperf_dir, self.hooks, self.tuner = config, results_dir, llmperf_dir, hooks, tuner
         self.study = config["study"]
+        self.study_id = study_id or self.study["id"]
+        """The study's folder: the configuration's id, and the Job's name in the pod (study_folder)."""
         self.by_name = {v["name"]: v for v in config["variants"]}
         self.up: list[str] = []
         """What the tuner has scaled up, in order."""
 
     @property
     def study_dir(self) -> Path:
-        return self.results_dir / self.study["id"]
+        return self.results_dir / self.study_id
 
     def recorded(self) -> dict[str, Any]:
         """The study as a previous pod left it in the store, or a new record."""
         stored = self.tuner.recall(self.study_dir / STUDY_FILE)
         if stored is None:
-            return new_record(self.config, self.study["id"])
+            return new_record(self.config, self.study_id)
         record = json.loads(stored)
-        print(f"resuming study {self.study['id']}: {len(record['cases'])} case(s) and "
+        print(f"resuming study {self.study_id}: {len(record['cases'])} case(s) and "
               f"{sum(c['status'] in ('done', 'failed') for c in record['configurations'].values())} configuration(s) "
               "already recorded", flush=True)
         record.update(status="running", reason=None, finishedAt=None)
@@ -243,7 +251,7 @@ class Tuner:
                 if failure:
                     return f"stopped serving at repeat {repeat}, {test_case}: {failure}"
                 driver.use_prompt(prompt_file, original_prompts, prompt)
-                case = driver.run_case(self.config, variant, test_case, self.results_dir, f"{self.study['id']}/repeat-{repeat}",
+                case = driver.run_case(self.config, variant, test_case, self.results_dir, f"{self.study_id}/repeat-{repeat}",
                                        self.llmperf_dir, self.hooks, telemetry)
                 record["cases"].append({**case, "repeat": repeat})
                 done.add((repeat, variant["name"], test_case))
@@ -258,8 +266,18 @@ class Tuner:
                 print(f"WARNING: could not scale {name} down: {error}", flush=True)
 
 
-def run_study(config: dict, results_dir: Path, llmperf_dir: Path, hooks: Hooks, tuner: TunerHooks) -> dict[str, Any]:
-    return Tuner(config, results_dir, llmperf_dir, hooks, tuner).run()
+def run_study(config: dict, results_dir: Path, llmperf_dir: Path, hooks: Hooks, tuner: TunerHooks,
+              study_id: str | None = None) -> dict[str, Any]:
+    return Tuner(config, results_dir, llmperf_dir, hooks, tuner, study_id).run()
+
+
+def study_folder(config: dict, job_name: str | None) -> str:
+    """study-<configuration fingerprint>-<job>: the pods of one Job share it (and resume it)."""
+    return f"{config['study']['id']}-{job_name}" if job_name else config["study"]["id"]
+
+
+FINISHED = ("complete", "incomplete")
+"""Outcomes a new pod would not change: the Job should not start one."""
 
 
 def production_tuner(config: dict, args: argparse.Namespace, hooks: Hooks) -> TunerHooks:
@@ -300,11 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, terminate)
     config = json.loads(args.config.read_text())
     hooks = driver.production_hooks(config, args)
-    record = run_study(config, args.results_dir, args.llmperf_dir, hooks, production_tuner(config, args, hooks))
-    where = f"s3://{args.bucket}/{args.prefix}{config['study']['id']}/" if args.bucket else str(args.results_dir)
-    print(f"study {config['study']['id']}: {record['status']}{': ' + record['reason'] if record['reason'] else ''}; "
-          f"results in {where} (job {os.environ.get('JOB_NAME', '-')})", flush=True)
-    return 0 if record["status"] == "complete" and not hooks.upload_errors else 1
+    study_id = study_folder(config, os.environ.get("JOB_NAME"))
+    record = run_study(config, args.results_dir, args.llmperf_dir, hooks, production_tuner(config, args, hooks), study_id)
+    where = f"s3://{args.bucket}/{args.prefix}{study_id}/" if args.bucket else str(args.results_dir / study_id)
+    print(f"study {study_id}: {record['status']}{': ' + record['reason'] if record['reason'] else ''}; results in {where}",
+          flush=True)
+    return 0 if record["status"] in FINISHED and not hooks.upload_errors else 1
 
 
 if __name__ == "__main__":

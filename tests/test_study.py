@@ -186,3 +186,24 @@ def test_a_grid_too_large_for_one_dashboard_widget_is_refused():
     grid["study"]["drafts"] = drafts + [{"model": "Qwen/Qwen3-1.7B", "label": "d7"}]
     grid["study"]["windows"] = [1, 2, 3, 4, 5, 6, 7]
     assert problems_for(grid)["study"].startswith("56 SD configurations need 113 metrics and expressions")
+
+
+def test_the_tuner_reads_back_its_own_pairings_results_only():
+    """What resuming calls (benchmark/tuner.py: S3Mirror.exists lists a key, recall gets it),
+    asked of the runner role's policy: its own results, never another pairing's, never a delete."""
+    from .helpers import role_documents
+    from .iam_eval import allows
+
+    for stack, resumes in (("qwen3-32b-study", True), ("qwen3-32b-qwen3-1.7b", False)):
+        spec = load_stack(stack).spec()
+        recording = run_stack(load_stack(stack))
+        _, policy = role_documents(recording, "benchmark-runner")
+        bucket = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
+        key = f"{spec.results_prefix}study-0123456789-llmperf-1a2b3c4d/study.json"
+        assert allows(policy, "s3:GetObject", f"{bucket}/{key}") == resumes
+        assert allows(policy, "s3:ListBucket", bucket, {"s3:prefix": key}) == resumes
+        other = "results/another-pairing/study-0123456789/study.json"
+        assert not allows(policy, "s3:GetObject", f"{bucket}/{other}")
+        assert not allows(policy, "s3:ListBucket", bucket, {"s3:prefix": other})
+        assert not allows(policy, "s3:DeleteObject", f"{bucket}/{key}")
+        assert allows(policy, "s3:PutObject", f"{bucket}/{key}")

@@ -215,3 +215,22 @@ def test_a_server_that_never_serves_fails_after_its_budget():
     budget = variant["startupBudgetSeconds"] + tuner.START_MARGIN_S
     assert failure == f"not healthy after {budget} s (its startup budget and {tuner.START_MARGIN_S} s)"
     assert now[0] == pytest.approx(budget, abs=60)
+
+
+@pytest.mark.parametrize("status, code", [("complete", 0), ("incomplete", 0), ("failed", 1), ("running", 1)])
+def test_the_pod_resumes_within_its_job_and_retries_only_what_can_change(tmp_path, monkeypatch, status, code):
+    """The folder is the configuration's id and the Job's name: pods of one Job resume one study,
+    another Job starts a new one. A finished study (even with failed configurations) exits 0, so
+    the Job does not start a pod that would change nothing."""
+    spec = study_spec(windows=(5,), repeats=1)
+    config = run_config(spec, {v.name: "http://vllm" for v in spec.variants})
+    (tmp_path / "run-config.json").write_text(json.dumps(config))
+    seen = []
+    monkeypatch.setattr(driver, "production_hooks", lambda config, args: quiet_hooks())
+    monkeypatch.setattr(tuner, "production_tuner", lambda config, args, hooks: tuner.TunerHooks(scaler=tuner.NoCluster()))
+    monkeypatch.setattr(tuner, "run_study", lambda *args: seen.append(args[-1]) or {"status": status, "reason": None})
+    monkeypatch.setenv("JOB_NAME", "llmperf-1a2b3c4d")
+    argv = ["--config", str(tmp_path / "run-config.json"), "--results-dir", str(tmp_path), "--llmperf-dir", str(tmp_path)]
+    assert tuner.main(argv) == code
+    assert seen == [f"{config['study']['id']}-llmperf-1a2b3c4d"]
+    assert tuner.study_folder(config, None) == config["study"]["id"]
