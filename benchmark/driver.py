@@ -335,11 +335,16 @@ def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, llmper
         prompt_file.write_text(original_prompts)
         # Telemetry waits for CloudWatch (bounded); a stopped pod has no time for it.
         telemetry.shutdown(wait=run["status"] != "failed", cancel_futures=run["status"] == "failed")
-    if hooks.upload_errors and run["status"] != "failed":
-        run["status"], run["reason"] = "failed", f"{len(hooks.upload_errors)} upload(s) failed: {hooks.upload_errors[0]}"
-    run["finishedAt"] = utc_now()
-    hooks.save(run_dir / RUN_FILE, run)
+    close_record(run, hooks, run_dir / RUN_FILE)
     return run
+
+
+def close_record(record: dict[str, Any], hooks: Hooks, path: Path) -> None:
+    """A run's (or study's) last word: a failed upload fails it (S3 would not hold all of it)."""
+    if hooks.upload_errors and record["status"] != "failed":
+        record["status"], record["reason"] = "failed", f"{len(hooks.upload_errors)} upload(s) failed: {hooks.upload_errors[0]}"
+    record["finishedAt"] = utc_now()
+    hooks.save(path, record)
 
 
 def listed(client: Any, bucket: str, key: str) -> bool:
@@ -396,22 +401,32 @@ def production_hooks(config: dict, args: argparse.Namespace) -> Hooks:
     return hooks
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def pod_arguments(description: str, argv: list[str] | None, what: str) -> argparse.Namespace:
+    """The command line the pod's setup script gives the driver and the tuner alike."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--results-dir", type=Path, required=True)
     parser.add_argument("--llmperf-dir", type=Path, required=True)
-    parser.add_argument("--run-id", default=None)
+    if what == "run":
+        parser.add_argument("--run-id", default=None)
     parser.add_argument("--namespace", help="CloudWatch namespace to publish to")
-    parser.add_argument("--bucket", help="S3 bucket to upload the run to")
+    parser.add_argument("--bucket", help=f"S3 bucket to upload the {what} to")
     parser.add_argument("--prefix", default="results/")
     parser.add_argument("--wait-timeout-seconds", type=float, default=12 * 3600)
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (the Job's deadline, a deletion) raises Terminated, so the run records why it ended."""
     def terminate(signum: int, frame: Any) -> None:
         raise Terminated(f"received signal {signum} (Job deadline or pod deletion)")
 
     signal.signal(signal.SIGTERM, terminate)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = pod_arguments(__doc__, argv, "run")
+    stop_on_sigterm()
     config = json.loads(args.config.read_text())
     run_id = args.run_id or default_run_id(os.environ.get("JOB_NAME"))
     hooks = production_hooks(config, args)

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import analysis, seedcompare
 
@@ -239,15 +239,20 @@ def write_report(results_dir: Path) -> dict[str, Any]:
     return report
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def report_command(description: str, write: Callable[[Path], Any], argv: list[str] | None) -> int:
+    """`python -m benchmark.<report> DIR`: write the report of the results downloaded into DIR."""
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results_dir", type=Path)
     args = parser.parse_args(argv)
     if not args.results_dir.is_dir():
         print(f"{args.results_dir} is not a directory", file=sys.stderr)
         return 2
-    write_report(args.results_dir)
+    write(args.results_dir)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return report_command(__doc__, write_report, argv)
 
 
 if __name__ == "__main__":

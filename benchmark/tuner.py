@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import time
 import traceback
@@ -45,7 +44,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import driver
-from .driver import Hooks, Terminated
+from .driver import Hooks
 
 STUDY_FILE = "study.json"
 RESTARTS_TO_FAIL = 2
@@ -234,10 +233,7 @@ class Tuner:
             prompt_file.write_text(original_prompts)
             telemetry.shutdown(wait=record["status"] != "failed", cancel_futures=record["status"] == "failed")
             self.scale_everything_down()
-        if self.hooks.upload_errors and record["status"] != "failed":
-            record["status"], record["reason"] = "failed", f"{len(self.hooks.upload_errors)} upload(s) failed: {self.hooks.upload_errors[0]}"
-        record["finishedAt"] = driver.utc_now()
-        self.hooks.save(self.study_dir / STUDY_FILE, record)
+        driver.close_record(record, self.hooks, self.study_dir / STUDY_FILE)
         return record
 
     def measure(self, variant: dict, record: dict, done: set, prompt_file: Path, original_prompts: str,
@@ -302,20 +298,8 @@ def production_tuner(config: dict, args: argparse.Namespace, hooks: Hooks) -> Tu
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", type=Path, required=True)
-    parser.add_argument("--results-dir", type=Path, required=True)
-    parser.add_argument("--llmperf-dir", type=Path, required=True)
-    parser.add_argument("--namespace", help="CloudWatch namespace to publish to")
-    parser.add_argument("--bucket", help="S3 bucket to upload the study to")
-    parser.add_argument("--prefix", default="results/")
-    parser.add_argument("--wait-timeout-seconds", type=float, default=12 * 3600)
-    args = parser.parse_args(argv)
-
-    def terminate(signum: int, frame: Any) -> None:
-        raise Terminated(f"received signal {signum} (Job deadline or pod deletion)")
-
-    signal.signal(signal.SIGTERM, terminate)
+    args = driver.pod_arguments(__doc__, argv, "study")
+    driver.stop_on_sigterm()
     config = json.loads(args.config.read_text())
     hooks = driver.production_hooks(config, args)
     study_id = study_folder(config, os.environ.get("JOB_NAME"))

@@ -8,13 +8,13 @@ chose is marked (benchmark/seeds.py PUBLISHED_CHOICES), with its published figur
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from . import study as study_figures
+from .report import report_command
 from .seeds import PUBLISHED_CHOICES, PublishedChoice
 
 HOW_TO_READ = (
@@ -197,22 +197,16 @@ def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
 
 def write_report(results_dir: Path) -> dict[str, Any]:
     report = study_figures.build(results_dir)
-    (results_dir / "tuning.md").write_text(markdown(report))
+    text = markdown(report)
+    (results_dir / "tuning.md").write_text(text)
     (results_dir / "tuning.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     charts(report, results_dir)
+    print(text, end="")
     return report
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("results_dir", type=Path)
-    args = parser.parse_args(argv)
-    if not args.results_dir.is_dir():
-        print(f"{args.results_dir} is not a directory", file=sys.stderr)
-        return 2
-    write_report(args.results_dir)
-    print((args.results_dir / "tuning.md").read_text(), end="")
-    return 0
+    return report_command(__doc__, write_report, argv)
 
 
 if __name__ == "__main__":

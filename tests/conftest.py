@@ -135,3 +135,12 @@ def models_bucket(aws_credentials):
         client = boto3.client("s3", region_name="us-east-2")
         client.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
         yield client
+
+
+@pytest.fixture
+def llmperf(tmp_path):
+    """An LLMPerf checkout as the driver sees it: src/llmperf/sonnet.txt, which a test case replaces."""
+    root = tmp_path / "llmperf"
+    (root / "src" / "llmperf").mkdir(parents=True)
+    (root / "src" / "llmperf" / "sonnet.txt").write_text("Shall I compare thee\n")
+    return root

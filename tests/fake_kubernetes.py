@@ -13,8 +13,10 @@ import json
 import re
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from .local_server import LocalServer
 
 TOKEN = "tuner-token"
 _SCALE = re.compile(r"^/apis/apps/v1/namespaces/(?P<ns>[^/]+)/deployments/(?P<name>[^/]+)/scale$")
@@ -33,7 +35,7 @@ def allowed(rules: list[dict], group: str, resource: str, verb: str, name: str |
     return False
 
 
-class FakeKubernetes:
+class FakeKubernetes(LocalServer):
     def __init__(self, namespace: str, rules: list[dict], servers: dict[str, Any], labels: dict[str, dict[str, str]],
                  failing: dict[str, str] | None = None):
         """`servers`: deployment -> its stand-in (FakeVllm); `labels`: deployment -> its pods'
@@ -48,21 +50,6 @@ class FakeKubernetes:
         self.lock = threading.Lock()
         for server in servers.values():
             server.up = False
-
-    def __enter__(self) -> "FakeKubernetes":
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
 
     def scale(self, name: str, replicas: int) -> None:
         with self.lock:
@@ -139,3 +126,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.answer(200, {"kind": "Scale", "apiVersion": "autoscaling/v1",
                               "metadata": {"name": match["name"], "namespace": match["ns"]},
                               "spec": {"replicas": replicas}, "status": {"replicas": replicas}})
+
+
+FakeKubernetes.handler = _Handler

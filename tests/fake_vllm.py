@@ -20,8 +20,10 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from .local_server import LocalServer
 
 # Token pieces that a word-level count does not map one-to-one (e.g. " sum" + "mer" + "'s").
 PIECES = (" Sh", "all", " I", " com", "pare", " thee", " to", " a", " sum", "mer", "'s", " day", "?", " Thou",
@@ -65,7 +67,7 @@ class Counters:
     per_position: list[int] = field(default_factory=list)
 
 
-class FakeVllm:
+class FakeVllm(LocalServer):
     def __init__(self, *, step_s: float, prefill_s: float = 0.005, speculation: Speculation | None = None,
                  fail: frozenset[int] = frozenset(), diverge: frozenset[int] = frozenset(), model: str = "Qwen/Qwen3-32B"):
         self.step_s = step_s
@@ -83,20 +85,9 @@ class FakeVllm:
         self.refused = 0
         """Requests that arrived while it was down."""
 
-    def __enter__(self) -> "FakeVllm":
-        handler = type("Handler", (_Handler,), {"fake": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        return f"{self.address}/v1"
 
     def arrive(self) -> Sent:
         with self.lock:
@@ -220,3 +211,6 @@ class _Handler(BaseHTTPRequestHandler):
     def chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
+
+
+FakeVllm.handler = _Handler

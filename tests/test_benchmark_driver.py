@@ -43,14 +43,6 @@ def config(base_url="http://vllm-base:8000/v1", sd_url="http://vllm-sd:8000/v1",
 SAMPLE_DIMENSIONS = [{"Name": "Variant", "Value": "SD"}, {"Name": "TestCase", "Value": "counting_numbers_from_1_"}]
 
 
-@pytest.fixture
-def llmperf(tmp_path):
-    root = tmp_path / "llmperf"
-    (root / "src" / "llmperf").mkdir(parents=True)
-    (root / "src" / "llmperf" / "sonnet.txt").write_text("Shall I compare thee\n")
-    return root
-
-
 def quiet_hooks(**changes) -> driver.Hooks:
     """No network: endpoints healthy, /metrics absent."""
     def no_metrics(endpoint):

@@ -34,14 +34,6 @@ def study_spec(mode="sequential", windows=(5, 15), repeats=2):
     return load_stack(stack, {"sd-trn2:study": study, "sd-trn2:benchmark": benchmark}).spec()
 
 
-@pytest.fixture
-def llmperf(tmp_path):
-    root = tmp_path / "llmperf"
-    (root / "src" / "llmperf").mkdir(parents=True)
-    (root / "src" / "llmperf" / "sonnet.txt").write_text("Shall I compare thee\n")
-    return root
-
-
 class Cluster:
     """Stand-in servers for every variant, the fake API in front of them, S3 behind the tuner."""
 
@@ -77,7 +69,7 @@ class Cluster:
                             healthy=driver.http_healthy)
         hooks.uploaded = hooks.upload.exists
         wiring = tuner.production_tuner(self.config, None, hooks)  # outside a cluster: no scaler yet
-        wiring.scaler = tuner.KubernetesScaler(KubernetesApi(self.api.url, TOKEN), self.spec.namespace)
+        wiring.scaler = tuner.KubernetesScaler(KubernetesApi(self.api.address, TOKEN), self.spec.namespace)
         return tuner.run_study(self.config, results_dir, llmperf, hooks, wiring)
 
     def stored(self, key: str) -> dict:

@@ -78,7 +78,6 @@ def fetch(args: argparse.Namespace) -> int:
     print(f"downloaded {count} files of run {run_id} ({run_status(client, bucket, results, run_id)}) to {out_dir}\n")
     if run_id.startswith("study-"):
         tuning_report.write_report(out_dir)
-        print((out_dir / "tuning.md").read_text(), end="")
         print(f"\nreport: {out_dir / 'tuning.md'}, {out_dir / 'tuning.json'}, {out_dir / (run_id + '-heatmap.png')}, "
               f"{out_dir / (run_id + '-windows.png')}")
         return 0
