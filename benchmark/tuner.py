@@ -214,7 +214,8 @@ class Tuner:
                 outcome = record["configurations"][variant["name"]]
                 if outcome["status"] in ("done", "failed"):
                     continue
-                self.set_up(wanted_up(variant, self.study))
+                # A server recorded failed is not started again, not even as a baseline kept beside another.
+                self.set_up([n for n in wanted_up(variant, self.study) if record["configurations"][n]["status"] != "failed"])
                 failure = self.serving_failure(variant)
                 if failure is None:
                     failure = self.measure(variant, record, done, prompt_file, original_prompts, telemetry)

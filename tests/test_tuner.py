@@ -226,3 +226,14 @@ def test_the_pod_resumes_within_its_job_and_retries_only_what_can_change(tmp_pat
     assert tuner.main(argv) == code
     assert seen == [f"{config['study']['id']}-llmperf-1a2b3c4d"]
     assert tuner.study_folder(config, None) == config["study"]["id"]
+
+
+def test_a_failed_baseline_is_not_kept_up_beside_the_sd_configurations(tmp_path, llmperf):
+    spec = study_spec(windows=(5,), repeats=1)
+    with Cluster(spec, failing=["base"]) as cluster:
+        record = cluster.run(tmp_path / "pod", llmperf, one_request_runner([]))
+    assert record["configurations"]["base"]["status"] == "failed"
+    assert all(o["status"] == "done" for n, o in record["configurations"].items() if n != "base")
+    # Once it failed, the baseline never ran beside an SD configuration.
+    first_sd = next(i for i, up in enumerate(cluster.api.history) if any("k5" in n for n in up))
+    assert all("vllm-base" not in up for up in cluster.api.history[first_sd:])
