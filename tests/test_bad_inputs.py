@@ -58,6 +58,12 @@ CASES = [
     ("unknown-namespace", QWEN, edit(("kubernetes:context",), "x"), "kubernetes:context"),
     # Top level.
     ("unknown-top-key", QWEN, edit((P + "servng",), {}), "servng"),
+    # A study: its keys, its grid's points under their own names, a YAML string where a list belongs.
+    ("study-window-out-of-range", "qwen3-32b-study", edit((P + "study", "windows"), [5, 16]), "study.windows[1]"),
+    ("study-not-a-mapping", "qwen3-32b-study", edit((P + "study",), ["sequential"]), "study: must be an object"),
+    ("study-drafts-a-string", "qwen3-32b-study", edit((P + "study", "drafts"), "Qwen/Qwen3-0.6B"), "study.drafts: must be a list"),
+    ("study-point-refused", "qwen3-32b-study", edit((P + "study", "draftMaxModelLen"), 64),
+     "study(draft Qwen/Qwen3-0.6B, window 5).draftMaxModelLen"),
     ("bad-stack-kind", QWEN, edit((P + "stackKind",), "cluster"), "stackKind"),
     ("bad-platform-ref", QWEN, edit((P + "platform",), "platform"), "platform"),
     # Cluster.
