@@ -125,6 +125,10 @@ def cost_ratios(rows: dict[str, dict[str, Any]], variants: dict[str, dict], base
             why = "needs two windows of this draft with measured acceptance" if line is None else "no baseline TPOT"
             fits[(draft, baseline)] = {"c": None, "why": why, "windows": len(points)}
             continue
+        if line[1] <= 0:  # step time not growing with the window: noise, or a draft too cheap to resolve
+            fits[(draft, baseline)] = {"c": None, "windows": len(points), "why": f"the fitted slope of step time over the "
+                                       f"window is {line[1] * 1000:.3f} ms per token, not positive: no cost to derive"}
+            continue
         fits[(draft, baseline)] = {"c": line[1] / base, "verify_ratio": line[0] / base, "windows": len(points),
                                    "source": f"derived: slope of SD step time (TPOT x mean accepted length) over the window, "
                                              f"least squares across {len(points)} windows of this draft, / the baseline's TPOT"}
@@ -144,8 +148,17 @@ def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]
     study, variants = study_record["study"], {v["name"]: v for v in study_record["variants"]}
     test_cases = list(study_record["testCases"])
     figures = {name: {t: repeat_figures(results_dir, study, v, t) for t in test_cases} for name, v in variants.items()}
+    outcomes = study_record["configurations"]
+    # A configuration recorded failed (it stopped serving mid-study) keeps the cases it finished in
+    # S3, but they are not a measurement of it: none is used, each is listed.
+    dropped = [f"{name} / {t} / repeat {r}: the configuration failed ({outcomes[name]['reason']}); not used"
+               for name in variants if outcomes.get(name, {}).get("status") == "failed"
+               for t in test_cases for r in figures[name][t]]
+    for name in variants:
+        if outcomes.get(name, {}).get("status") == "failed":
+            figures[name] = {t: {} for t in test_cases}
     table: dict[str, dict[str, dict[str, Any]]] = {}
-    excluded = [f"{name} / {t} / repeat {r}: {e['completed']} of {e['asked']} completed, LLMPerf exit {e['exit_code']}"
+    excluded = dropped + [f"{name} / {t} / repeat {r}: {e['completed']} of {e['asked']} completed, LLMPerf exit {e['exit_code']}"
                 for name, by_case in figures.items() for t, repeats in by_case.items() for r, e in repeats.items() if not e["usable"]]
     for scope in test_cases + ["overall"]:
         rows: dict[str, dict[str, Any]] = {}

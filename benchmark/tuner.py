@@ -37,6 +37,7 @@ import os
 import sys
 import time
 import traceback
+import urllib.error
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -74,11 +75,39 @@ class KubernetesScaler:
             raise RuntimeError(f"a parallel study scales nothing (asked to scale {deployment} to {replicas})")
         path = (f"/apis/apps/v1/namespaces/{self.namespace}/deployments/{deployment}/scale?"
                 + urllib.parse.urlencode({"fieldManager": FIELD_MANAGER}))
-        self.api.patch(path, {"spec": {"replicas": replicas}})
+        retried(lambda: self.api.patch(path, {"spec": {"replicas": replicas}}))
+
+    def replicas(self, deployment: str) -> int:
+        """The count the Deployment asks for, whatever its pods are doing (scale subresource, GET)."""
+        scale = retried(lambda: self.api.get(f"/apis/apps/v1/namespaces/{self.namespace}/deployments/{deployment}/scale"))
+        return int((scale.get("spec") or {}).get("replicas") or 0)
 
     def pods(self, selector: dict[str, str]) -> list[dict[str, Any]]:
+        """The server's pods that hold or may hold its devices: an evicted or finished pod (phase
+        Failed or Succeeded) stays listed until it is garbage-collected, holds nothing, and the
+        Deployment has replaced it, so it is left out."""
         query = urllib.parse.urlencode({"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))})
-        return self.api.get(f"/api/v1/namespaces/{self.namespace}/pods?{query}")["items"]
+        items = retried(lambda: self.api.get(f"/api/v1/namespaces/{self.namespace}/pods?{query}"))["items"]
+        return [p for p in items if (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")]
+
+
+API_ATTEMPTS = 5
+
+
+def retried(call: Callable[[], Any], attempts: int = API_ATTEMPTS, sleep: Callable[[float], None] = time.sleep) -> Any:
+    """A Kubernetes API call, tried again on a dropped connection or a 429/5xx answer (a control
+    plane upgrade, throttling), so a long study does not end on one blip. Other answers (403, 404)
+    are the program's error, raised at once."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return call()
+        except urllib.error.HTTPError as error:
+            if error.code != 429 and error.code < 500 or attempt == attempts:
+                raise
+        except OSError:
+            if attempt == attempts:
+                raise
+        sleep(min(60, 2 ** attempt))
 
 
 class NoCluster:
@@ -86,6 +115,9 @@ class NoCluster:
 
     def scale(self, deployment: str, replicas: int) -> None:
         raise RuntimeError(f"not running in a Kubernetes cluster: cannot scale {deployment}")
+
+    def replicas(self, deployment: str) -> int:
+        return 0
 
     def pods(self, selector: dict[str, str]) -> list[dict[str, Any]]:
         return []
@@ -101,12 +133,11 @@ class TunerHooks:
 
 def pod_failure(pods: list[dict[str, Any]]) -> str | None:
     """Why a server's pods show it cannot serve, or None while it may still start. Fields as the
-    Pod schema has them: status.phase, status.{init,}containerStatuses[].{name, restartCount,
-    state.waiting.reason, lastState.terminated.{exitCode, reason, message}}."""
+    Pod schema has them: status.{init,}containerStatuses[].{name, restartCount,
+    state.waiting.reason, lastState.terminated.{exitCode, reason, message}}. An evicted pod is
+    not a failed server: the Deployment replaces it (KubernetesScaler.pods leaves it out)."""
     for pod in pods:
         name, status = pod["metadata"]["name"], pod.get("status") or {}
-        if status.get("phase") == "Failed":
-            return f"pod {name} failed: {status.get('reason')}: {status.get('message')}"
         for container in (status.get("initContainerStatuses") or []) + (status.get("containerStatuses") or []):
             waiting = (container.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") in UNRECOVERABLE_WAITING:
@@ -167,9 +198,9 @@ class Tuner:
         what is missing. Parallel mode: nothing to do."""
         if not self.study["scales"]:
             return
-        # What this pod scaled up, and whatever a killed one left running.
+        # What this pod scaled up, and whatever a killed one left asking for a replica.
         for name in [n for n in self.by_name if n not in names]:
-            if name in self.up or self.tuner.scaler.pods(self.by_name[name]["podSelector"]):
+            if name in self.up or self.tuner.scaler.replicas(self.by_name[name]["deployment"]):
                 self.scale(name, 0)
         deadline = self.tuner.clock() + SCALED_DOWN_WAIT_S
         for name in [n for n in self.by_name if n not in names]:
@@ -231,9 +262,11 @@ class Tuner:
             traceback.print_exc()
             record["status"], record["reason"] = "failed", f"{type(error).__name__}: {error}"
         finally:
+            # First, while the pod surely has the time: a SIGTERM during telemetry's wait below
+            # must not leave servers running.
+            self.scale_everything_down()
             prompt_file.write_text(original_prompts)
             telemetry.shutdown(wait=record["status"] != "failed", cancel_futures=record["status"] == "failed")
-            self.scale_everything_down()
         driver.close_record(record, self.hooks, self.study_dir / STUDY_FILE)
         return record
 
@@ -256,9 +289,13 @@ class Tuner:
         return None
 
     def scale_everything_down(self) -> None:
-        for name in list(self.up):
+        """Every server this pod, or a killed one before it, left asking for a replica."""
+        if not self.study["scales"]:
+            return
+        for name, variant in self.by_name.items():
             try:
-                self.scale(name, 0)
+                if name in self.up or self.tuner.scaler.replicas(variant["deployment"]):
+                    self.scale(name, 0)
             except Exception as error:  # on the way out: say so, and go on with the others
                 print(f"WARNING: could not scale {name} down: {error}", flush=True)
 

@@ -50,6 +50,7 @@ class RecordedResource:
     """A ReadResource (e.g. a StackReference), not a registration: nothing is created."""
     ignore_changes: list[str] = field(default_factory=list)
     """Input paths the engine leaves as they are on update (the ignoreChanges option)."""
+    delete_before_replace: bool = False
 
     def as_plan_entry(self) -> dict[str, Any]:
         entry = {
@@ -301,6 +302,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                 provider=request.provider or None,
                 aliases=[_alias(a) for a in request.aliases],
                 ignore_changes=list(request.ignoreChanges),
+                delete_before_replace=bool(request.deleteBeforeReplace),
             )
         )
         return resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id, object=response_state)

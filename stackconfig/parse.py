@@ -13,6 +13,7 @@ from typing import Any, Callable, Mapping
 
 from benchmark.pod import (
     CLOUDWATCH_DIMENSION_VALUE_MAX,
+    DASHBOARD_ROWS,
     DASHBOARD_WIDGETS_PER_TEST_CASE,
     DEFAULT_SAMPLING_PARAMS,
     METRIC_DIMENSION_STYLES,
@@ -258,18 +259,12 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     if study is not None:
         _check_study_dashboard(benchmark, problems)
     variants = _resolve_baselines(_parse_variants(entries + grid_entries, problems, serving, benchmark, models, revisions),
-                                  keys, problems)
+                                  keys, problems, study.drafts_alone if study else None)
     if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
         for key, variant in zip(keys, variants):
             _check_buckets(key, variant, problems)
     _check_metric_dimensions(benchmark, variants, problems)
-    if study is not None:
-        compared = [v for v in variants if v.is_speculative and v.baseline]
-        queried = 2 * len(compared) + len({v.baseline for v in compared})
-        if queried > DASHBOARD_METRICS_PER_WIDGET:
-            problems.append(("study", f"{len(compared)} SD configurations need {queried} metrics and expressions in each of the "
-                                      f"study's dashboard widgets; CloudWatch allows {DASHBOARD_METRICS_PER_WIDGET}: "
-                                      "study fewer drafts or windows at once"))
+    _check_dashboard_metrics(variants, study, problems)
     plugin_variants = [v.name for v in variants if v.engine == "vllm-neuron"]
     if serving.max_num_batched_tokens and not plugin_variants:
         problems.append(("serving.maxNumBatchedTokens", "only vllm-neuron variants use it; no variant runs on vllm-neuron"))
@@ -870,6 +865,21 @@ def _parse_study(s: _Section, models: Mapping[str, ModelInfo], hand_written: Any
                          ttft_target_ms=targets[0], tpot_target_ms=targets[1]), entries
 
 
+def _check_dashboard_metrics(variants: list[Variant], study: StudySettings | None, problems: list[tuple[str, str]]) -> None:
+    """No dashboard widget may query more than CloudWatch draws: the stack's rows put every
+    variant in each widget, once per metric of the widget; a study's view queries each compared
+    configuration and its baseline and divides them."""
+    widest = max(len(metrics) for row in DASHBOARD_ROWS for metrics, _ in row) * len(variants)
+    compared = [v for v in variants if v.is_speculative and v.baseline]
+    study_view = 2 * len(compared) + len({v.baseline for v in compared}) if study is not None else 0
+    needed = max(widest, study_view)
+    if needed > DASHBOARD_METRICS_PER_WIDGET:
+        key = "study" if study is not None else "variants"
+        problems.append((key, f"{len(variants)} variants ({len(compared)} SD configurations) need {needed} metrics and expressions "
+                              f"in one dashboard widget; CloudWatch allows {DASHBOARD_METRICS_PER_WIDGET}: measure fewer "
+                              "configurations at once"))
+
+
 def _check_study_dashboard(benchmark: BenchmarkSettings, problems: list[tuple[str, str]]) -> None:
     """The study's view adds a header and a widget per test case to the dashboard's."""
     header, per_case = STUDY_DASHBOARD_WIDGETS
@@ -1056,9 +1066,11 @@ def _check_dflash(s: _Section, serving: ServingSettings, quantization: str | Non
         s.problem("quantization", "DFlash is validated with BF16 target, draft and KV cache only")
 
 
-def _resolve_baselines(variants: list[Variant], keys: list[str], problems: list[tuple[str, str]]) -> list[Variant]:
+def _resolve_baselines(variants: list[Variant], keys: list[str], problems: list[tuple[str, str]],
+                       drafts_alone: Mapping[str, str] | None = None) -> list[Variant]:
     """Check names and roles, and point every SD variant at the variant it is compared with,
-    which must run on the same engine (a speedup compares decoding, not engines)."""
+    which must run on the same engine (a speedup compares decoding, not engines). A draft served
+    alone (study.timeDraftsAlone) is a baseline no SD variant is compared with by default."""
     names = [v.name for v in variants]
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(("variants", f"variant name {name!r} is used more than once"))
@@ -1069,11 +1081,12 @@ def _resolve_baselines(variants: list[Variant], keys: list[str], problems: list[
     resolved = []
     for key, variant in zip(keys, variants):
         baseline = variant.baseline
+        candidates = [b for b in baselines if b not in (drafts_alone or {})]
         if variant.role == "sd" and baseline is None:
-            if len(baselines) == 1:
-                baseline = baselines[0]
-            elif baselines:  # none at all is reported above
-                problems.append((f"{key}.baseline", f"is required when there are several baselines: {', '.join(baselines)}"))
+            if len(candidates) == 1:
+                baseline = candidates[0]
+            elif candidates:  # none at all is reported above
+                problems.append((f"{key}.baseline", f"is required when there are several baselines: {', '.join(candidates)}"))
         elif baseline is not None and (baseline not in baselines or baseline == variant.name):
             problems.append((f"{key}.baseline", f"{baseline!r} is not another baseline variant; baselines: {', '.join(baselines) or 'none'}"))
             baseline = None

@@ -6,6 +6,7 @@ its subresource, verb, resourceNames), so a rule the tuner lacks answers 403 her
 Each Deployment stands for a server: scaling it to 1 brings its stand-in vLLM up (tests/fake_vllm.py)
 and gives it a Running pod, unless the server is told to fail, whose pod then shows the container
 status of a server that exited twice (the fields of the Pod schema, checked in tests/test_tuner.py).
+`evicted` pods stay listed in phase Failed whatever the count, as kubelet leaves an evicted pod.
 """
 from __future__ import annotations
 
@@ -42,6 +43,7 @@ class FakeKubernetes(LocalServer):
         labels; `failing`: deployment -> the message its container exits with."""
         self.namespace, self.rules, self.servers, self.labels = namespace, rules, servers, labels
         self.failing = failing or {}
+        self.evicted: dict[str, list[dict]] = {}
         self.replicas = {name: 0 for name in servers}
         self.history: list[frozenset[str]] = []
         """The deployments at one replica after every scale request, in order."""
@@ -72,8 +74,16 @@ class FakeKubernetes(LocalServer):
 
     def pods(self, selector: dict[str, str]) -> list[dict[str, Any]]:
         with self.lock:
-            return [self.pod(name) for name, replicas in self.replicas.items()
-                    if replicas and all(self.labels[name].get(k) == v for k, v in selector.items())]
+            matching = [name for name in self.replicas if all(self.labels[name].get(k) == v for k, v in selector.items())]
+            return ([self.pod(name) for name in matching if self.replicas[name]]
+                    + [pod for name in matching for pod in self.evicted.get(name, [])])
+
+    def evict(self, name: str) -> None:
+        """Leave an evicted pod of `name` behind (phase Failed, reason Evicted)."""
+        pod = self.pod(name)
+        pod["metadata"]["name"] += "-evicted"
+        pod["status"] = {"phase": "Failed", "reason": "Evicted", "message": "The node was low on resource: ephemeral-storage."}
+        self.evicted.setdefault(name, []).append(pod)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -102,6 +112,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         url = urllib.parse.urlsplit(self.path)
+        scale = _SCALE.match(url.path)
+        if scale:
+            if self.authorized("apps", "deployments/scale", "get", scale["name"], scale["ns"]):
+                self.fake.requests.append(("GET", url.path, {}))
+                replicas = self.fake.replicas[scale["name"]]
+                self.answer(200, {"kind": "Scale", "apiVersion": "autoscaling/v1", "spec": {"replicas": replicas},
+                                  "status": {"replicas": replicas}})
+            return
         match = _PODS.match(url.path)
         if not match:
             self.answer(404, {"kind": "Status", "code": 404})

@@ -68,8 +68,13 @@ def test_study_stacks_plan_in_both_modes(stack, mode, preview):
     config = json.loads(recording.one("kubernetes:core/v1:ConfigMap", "benchmark-code").inputs["data"]["run-config.json"])
     assert config["study"]["scales"] == sequential and config["study"]["repeats"] == 3
     assert config["study"]["id"].startswith("study-") and len(config["study"]["grid"]) == len(spec.variants) - 1
-    job = recording.one("kubernetes:batch/v1:Job", "benchmark-run").inputs
-    assert job["spec"]["template"]["spec"]["containers"][0]["command"][-1].splitlines()[-1].startswith("exec python -m benchmark.tuner ")
+    job = recording.one("kubernetes:batch/v1:Job", "benchmark-run")
+    assert job.inputs["spec"]["template"]["spec"]["containers"][0]["command"][-1].splitlines()[-1].startswith("exec python -m benchmark.tuner ")
+    # A changed study replaces its Job old-first: two tuners never share the nodes.
+    assert job.delete_before_replace
+    # Servers Pulumi sizes force their count back from the tuner (leaving sequential mode).
+    for deployment in deployments.values():
+        assert ("pulumi.com/patchForce" in deployment.inputs["metadata"]["annotations"]) == (not sequential)
 
 
 def test_the_plan_shows_time_and_cost_of_each_mode():
@@ -178,14 +183,19 @@ def test_with_several_baselines_the_study_names_its_own():
 
 
 def test_a_grid_too_large_for_one_dashboard_widget_is_refused():
-    """7 drafts x 7 windows = 49 configurations: 2 x 49 + 1 = 99 metrics fit a widget; 50 do not."""
+    """7 drafts x 7 windows = 49 configurations and a baseline: the acceptance widget's 2 x 50 = 100
+    metrics fit, the study view's 2 x 49 + 1 = 99 too; 56 configurations do not."""
     drafts = [{"model": "Qwen/Qwen3-1.7B", "label": f"d{i}"} for i in range(7)]
     grid = {**GRID, "study": {"drafts": drafts, "windows": [1, 2, 3, 4, 5, 6, 7]}}
     found = problems_for(grid)
     assert "study" not in found
     grid["study"]["drafts"] = drafts + [{"model": "Qwen/Qwen3-1.7B", "label": "d7"}]
     grid["study"]["windows"] = [1, 2, 3, 4, 5, 6, 7]
-    assert problems_for(grid)["study"].startswith("56 SD configurations need 113 metrics and expressions")
+    assert problems_for(grid)["study"].startswith("57 variants (56 SD configurations) need 114 metrics and expressions")
+    # The stack's acceptance widget draws two metrics per variant, drafts served alone included.
+    alone = {**GRID, "study": {"drafts": [{"model": "Qwen/Qwen3-1.7B", "label": f"d{i}"} for i in range(4)],
+                               "windows": list(range(1, 13)), "timeDraftsAlone": True}}
+    assert problems_for(alone)["study"].startswith("53 variants (48 SD configurations) need 106 metrics")
 
 
 def test_the_tuner_reads_back_its_own_pairings_results_only():
@@ -207,3 +217,12 @@ def test_the_tuner_reads_back_its_own_pairings_results_only():
         assert not allows(policy, "s3:ListBucket", bucket, {"s3:prefix": other})
         assert not allows(policy, "s3:DeleteObject", f"{bucket}/{key}")
         assert allows(policy, "s3:PutObject", f"{bucket}/{key}")
+
+
+def test_drafts_served_alone_are_no_default_baseline():
+    """A hand-written SD variant that names no baseline still gets the stack's one baseline when
+    drafts are timed alone (they are baselines too, but nothing is compared with them by default)."""
+    from .stackconfig_helpers import parse
+
+    spec = parse({**SMALL, "study": {"drafts": ["Qwen/Qwen3-0.6B"], "windows": [5], "timeDraftsAlone": True}})
+    assert spec.variant("sd").baseline == "base" and spec.variant("qwen3-0-6b-alone").baseline == "base"

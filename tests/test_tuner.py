@@ -183,8 +183,6 @@ def test_the_fake_pods_are_pods(tmp_path):
                                                  "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}, None),
     ({"phase": "Running", "containerStatuses": [{"name": "vllm", "restartCount": 3,
                                                  "lastState": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}, None),
-    ({"phase": "Failed", "reason": "Evicted", "message": "low on ephemeral storage"},
-     "pod p failed: Evicted: low on ephemeral storage"),
     ({"phase": "Pending", "containerStatuses": [{"name": "vllm", "restartCount": 0,
                                                  "state": {"waiting": {"reason": "InvalidImageName", "message": "bad ref"}}}]},
      "container vllm of pod p cannot start: InvalidImageName: bad ref"),
@@ -237,3 +235,51 @@ def test_a_failed_baseline_is_not_kept_up_beside_the_sd_configurations(tmp_path,
     # Once it failed, the baseline never ran beside an SD configuration.
     first_sd = next(i for i, up in enumerate(cluster.api.history) if any("k5" in n for n in up))
     assert all("vllm-base" not in up for up in cluster.api.history[first_sd:])
+
+
+def test_leftovers_of_a_killed_pod_are_scaled_down_and_evicted_pods_are_not_waited_for(tmp_path, llmperf):
+    """A pod SIGKILLed after recording the last outcome left a server asking for a replica; an
+    eviction left a Failed pod listed. The next pod finds nothing to measure, scales the leftover
+    down, and never waits on, or fails a server for, the evicted pod."""
+    spec = study_spec(windows=(5,), repeats=1)
+    with Cluster(spec) as cluster:
+        first = cluster.run(tmp_path / "pod-1", llmperf, one_request_runner([]))
+        assert first["status"] == "complete"
+        cluster.api.scale("vllm-qwen3-1-7b-k5", 1)   # as if the kill came before the last scale-down
+        cluster.api.evict("vllm-base")
+        second = cluster.run(tmp_path / "pod-2", llmperf, lambda *a: pytest.fail("nothing is left to measure"))
+    assert second["status"] == "complete" and cluster.api.replicas["vllm-qwen3-1-7b-k5"] == 0
+    assert cluster.api.history[-1] == frozenset()
+
+
+def test_an_evicted_pod_does_not_block_the_next_configuration(tmp_path, llmperf):
+    spec = study_spec(windows=(5,), repeats=1)
+    with Cluster(spec) as cluster:
+        cluster.api.evict("vllm-qwen3-0-6b-k5")
+        record = cluster.run(tmp_path / "pod", llmperf, one_request_runner([]))
+    assert record["status"] == "complete"
+
+
+def test_api_blips_are_retried_and_refusals_are_not():
+    import urllib.error
+
+    calls, sleeps = [], []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) == 1:
+            raise urllib.error.URLError("connection refused")
+        if len(calls) == 2:
+            raise urllib.error.HTTPError("https://api/x", 503, "Service Unavailable", {}, None)
+        return {"ok": True}
+
+    assert tuner.retried(flaky, sleep=sleeps.append) == {"ok": True} and sleeps == [2, 4]
+
+    def forbidden():
+        calls.append(1)
+        raise urllib.error.HTTPError("https://api/x", 403, "Forbidden", {}, None)
+
+    calls.clear()
+    with pytest.raises(urllib.error.HTTPError):
+        tuner.retried(forbidden, sleep=sleeps.append)
+    assert len(calls) == 1

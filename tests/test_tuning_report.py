@@ -85,12 +85,15 @@ def write_study(tmp_path, study_id=STUDY_ID, started="2026-11-25T10:00:00Z"):
                 short = (name, test_case, repeat) == SHORT
                 write_case(tmp_path, name, test_case, repeat, base / speedup, counters(name, repeat),
                            completed=1 if short else REQUESTS)
+            if repeat == 1:  # d2-k4 served repeat 1, then stopped serving: recorded failed
+                write_case(tmp_path, "d2-k4", test_case, repeat, base / 3.0, counters("d2-k7", repeat))
     record = {"status": "incomplete", "reason": "failed configurations: d2-k4", "variants": VARIANTS,
               "testCases": {"a": "x", "b": "y"},
               "study": {"id": STUDY_ID, "mode": "sequential", "repeats": 3, "ttftTargetMs": 200, "tpotTargetMs": 21,
                         "draftsAlone": {"d1-alone": "Qwen/Qwen3-0.6B"}},
               "configurations": {**{v["name"]: {"status": "done", "reason": None} for v in VARIANTS},
-                                 "d2-k4": {"status": "failed", "reason": "container vllm exited 1 (Error) 2 times"}},
+                                 "d2-k4": {"status": "failed", "reason": "stopped serving at repeat 2, a: container vllm exited 1 "
+                                                                         "(Error) 2 times"}},
               "cases": [], "resumedBy": "second pod", "startedAt": started}
     (tmp_path / study_id / "study.json").write_text(json.dumps(record))
     return tmp_path
@@ -116,7 +119,9 @@ def test_speedup_intervals_are_welchs_on_the_log_scale(results):
 
 def test_short_and_failed_are_never_averaged_in(results):
     summary = study.build(results)[STUDY_ID]
-    assert summary["excluded"] == ["d1-k4 / b / repeat 3: 1 of 2 completed, LLMPerf exit 0"]
+    failed = "the configuration failed (stopped serving at repeat 2, a: container vllm exited 1 (Error) 2 times); not used"
+    assert summary["excluded"] == [f"d2-k4 / a / repeat 1: {failed}", f"d2-k4 / b / repeat 1: {failed}",
+                                   "d1-k4 / b / repeat 3: 1 of 2 completed, LLMPerf exit 0"]
     short = summary["table"]["b"]["d1-k4"]["speedup_tpot"]
     assert short["repeats"] == (3, 2)
     logs_b, logs_s = [math.log(b) for b in BASE_TPOT], [math.log(b / 2.5) for b in BASE_TPOT[:2]]
@@ -166,7 +171,8 @@ def test_the_report_names_the_best_the_failure_and_the_published_choice(results)
     report = tuning_report.write_report(results)
     assert report[STUDY_ID]["best"]["overall"]["variant"] == "d1-k4"
     text = (results / "tuning.md").read_text()
-    assert "- d2-k4: failed: container vllm exited 1 (Error) 2 times" in text
+    assert "- d2-k4: failed: stopped serving at repeat 2, a: container vllm exited 1 (Error) 2 times" in text
+    assert "| d2-k4 **FAILED** | Qwen/Qwen3-1.7B | 4 | 0 |" in text  # its repeat-1 cases are not averaged in
     assert "- d1-k4 / b / repeat 3: 1 of 2 completed, LLMPerf exit 0" in text
     assert "Best: **d1-k4**" in text
     # Seed 003's choice (Qwen3-1.7B at 7) is marked on its row.

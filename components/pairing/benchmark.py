@@ -88,10 +88,11 @@ def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
         "variants": [variant_config(spec, v.name, endpoints[v.name]) for v in spec.variants],
     }
     if spec.study:
-        # The study's id is what it measures: the same study run again (a retried pod, `make
-        # benchmark`) resumes it and redoes nothing; a changed one starts afresh.
-        fingerprint = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
-        config["study"] = {**study_config(spec), "id": f"study-{fingerprint}"}
+        # The study's id is what it measures, the study's own settings included; the tuner adds
+        # the Job's name, so a Job's retried pods resume one study (benchmark/tuner.py study_folder).
+        study = study_config(spec)
+        fingerprint = hashlib.sha256(json.dumps([config, study], sort_keys=True).encode()).hexdigest()[:10]
+        config["study"] = {**study, "id": f"study-{fingerprint}"}
     return config
 
 
@@ -226,7 +227,9 @@ class Benchmark(pulumi.ComponentResource):
             metadata={"name": f"llmperf-{fingerprint}", "namespace": args.namespace,
                       "annotations": {"pulumi.com/skipAwait": "true"}},
             spec=body,
-            opts=run_opts,
+            # A changed study is a new Job: the old one goes first (its tuner scales its servers down
+            # on SIGTERM), so two tuners never share the nodes (Pulumi's default creates the new first).
+            opts=pulumi.ResourceOptions.merge(run_opts, pulumi.ResourceOptions(delete_before_replace=True)) if spec.study else run_opts,
         )
         self.results_prefix = pulumi.Output.concat("s3://", cluster.model_bucket, "/", prefix)
         self.cron_job_name = CRONJOB_NAME

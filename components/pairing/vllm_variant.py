@@ -165,7 +165,12 @@ class VllmVariant(pulumi.ComponentResource):
                 "name": workload, "namespace": args.namespace, "labels": labels(variant),
                 # A first start downloads and compiles for up to hours; `pulumi up` must not wait
                 # for it (README: watching compilation).
-                "annotations": {"pulumi.com/skipAwait": "true", "sd-trn2/artifacts": variant.artifact_path},
+                "annotations": {"pulumi.com/skipAwait": "true", "sd-trn2/artifacts": variant.artifact_path,
+                                # A server Pulumi sizes takes the replica count back from the tuner's
+                                # field manager when a stack leaves sequential mode (else server-side
+                                # apply reports a conflict on .spec.replicas): pulumi-kubernetes
+                                # provider/pkg/await/await.go patchForce, docs/facts.md "Tuning study".
+                                **({} if args.scaled_by_tuner else {"pulumi.com/patchForce": "true"})},
             },
             spec={
                 # The tuner scales a study's servers one configuration at a time (benchmark/tuner.py);
