@@ -70,3 +70,23 @@ def test_the_cold_path_table_is_the_programs_estimate():
     assert set(rows) == pairings
     for stack in pairings:
         assert rows[stack] == [describe(step) for step in cold_path(load_stack(stack).spec())], stack
+
+
+def test_the_study_cost_table_is_the_plans_estimate():
+    """The README's time and cost per mode are stackconfig/timeline.py's, rounded as printed."""
+    from offline.stacks import load_stack
+    from stackconfig.timeline import study_modes
+
+    table = section("Tuning study")
+    rows, stack = [], None
+    for line in table.splitlines():
+        if line.startswith("| `") or line.startswith("| |"):
+            cells = [c.strip() for c in line.split("|")[1:-1]]
+            stack = cells[0].split("`")[1] if cells[0] else stack
+            rows.append((stack, *cells[1:]))
+    assert {r[0] for r in rows} == {"qwen3-32b-study", "llama3.1-8b-eagle3-study"} and len(rows) == 4
+    for stack, mode, nodes, first, compiled in rows:
+        estimate = next(e for e in study_modes(load_stack(stack).spec()) if e.mode == mode)
+        assert nodes == str(estimate.nodes)
+        assert first == f"~{estimate.first_hours:,.1f} h, ~${estimate.usd(estimate.first_hours):,.0f}"
+        assert compiled == f"~{estimate.repeat_hours:,.1f} h, ~${estimate.usd(estimate.repeat_hours):,.0f}"
