@@ -143,7 +143,8 @@ def pod_failure(pods: list[dict[str, Any]]) -> str | None:
             if waiting.get("reason") in UNRECOVERABLE_WAITING:
                 return f"container {container['name']} of pod {name} cannot start: {waiting['reason']}: {waiting.get('message')}"
             ended = (container.get("lastState") or {}).get("terminated") or {}
-            if container.get("restartCount", 0) >= RESTARTS_TO_FAIL and ended.get("exitCode"):
+            running = "running" in (container.get("state") or {})  # restarted, and now up again: give it its time
+            if not running and container.get("restartCount", 0) >= RESTARTS_TO_FAIL and ended.get("exitCode"):
                 return (f"container {container['name']} of pod {name} exited {ended['exitCode']} ({ended.get('reason')}) "
                         f"{container['restartCount']} times; last: {(ended.get('message') or '').strip()[-400:]}")
     return None

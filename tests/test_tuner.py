@@ -183,6 +183,9 @@ def test_the_fake_pods_are_pods(tmp_path):
                                                  "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}, None),
     ({"phase": "Running", "containerStatuses": [{"name": "vllm", "restartCount": 3,
                                                  "lastState": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}, None),
+    # Exited twice before, running again now (loading, or a passing health blip): not failed.
+    ({"phase": "Running", "containerStatuses": [{"name": "vllm", "restartCount": 2, "state": {"running": {}},
+                                                 "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}]}, None),
     ({"phase": "Pending", "containerStatuses": [{"name": "vllm", "restartCount": 0,
                                                  "state": {"waiting": {"reason": "InvalidImageName", "message": "bad ref"}}}]},
      "container vllm of pod p cannot start: InvalidImageName: bad ref"),
