@@ -83,9 +83,9 @@ def workload_name_to_variant(name: str) -> str:
 def test_sequential_study_serves_a_baseline_and_one_sd_at_a_time_records_failure_and_resumes(tmp_path, llmperf):
     spec = study_spec()
     assert spec.tuned_servers == spec.variants and spec.pairs_fit_together and spec.node_count == 1
-    # Killed at the first case of the third configuration measured: the baseline and
-    # qwen3-0-6b-k5 are done, qwen3-0-6b-k15 recorded failed.
-    calls, killed_after = [], 8
+    # Killed at the third case of the third configuration measured: the baseline and
+    # qwen3-0-6b-k5 are done, qwen3-0-6b-k15 recorded failed, qwen3-1-7b-k5 half measured.
+    calls, killed_after = [], 10
     inner = one_request_runner(calls)
 
     def killing_runner(*args):
