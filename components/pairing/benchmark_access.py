@@ -95,28 +95,21 @@ class BenchmarkAccess(pulumi.ComponentResource):
             tags=args.tags, uses_kubernetes_api=True,  # it finds its variants' pods (benchmark/telemetry.py)
             role_aliases=[moved, pulumi.Alias(parent=benchmark_parent(), type_="sdtrn2:iam:IrsaRole")],
             account_aliases=[moved])
-        placement = k8s.rbac.v1.Role(
-            "benchmark-placement", metadata={"name": PLACEMENT_ROLE, "namespace": args.namespace},
-            rules=placement_rules(), opts=cluster.k8s_options(self, aliases=[moved]))
-        binding = k8s.rbac.v1.RoleBinding(
-            "benchmark-placement", metadata={"name": PLACEMENT_ROLE, "namespace": args.namespace},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": PLACEMENT_ROLE},
-            subjects=[{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": spec.namespace}],
-            opts=cluster.k8s_options(self, aliases=[moved]))
-        self.grants = [role, self.service_account, placement, binding]
+        self.grants = [role, self.service_account,
+                       *self._grant(args, "benchmark-placement", PLACEMENT_ROLE, placement_rules(), aliases=[moved])]
         if spec.tuned_servers:
             servers = [workload_name(v) for v in spec.tuned_servers]
-            self.grants += self._grant(cluster, args.namespace, spec.namespace, TUNER_ROLE, tuner_rules(servers))
+            self.grants += self._grant(args, TUNER_ROLE, TUNER_ROLE, tuner_rules(servers))
         self.register_outputs({"serviceAccount": SERVICE_ACCOUNT, "roleArn": role.arn})
 
-    def _grant(self, cluster: ClusterHandle, namespace: pulumi.Input[str], namespace_name: str, name: str,
-               rules: list[dict]) -> list[pulumi.Resource]:
+    def _grant(self, args: BenchmarkAccessArgs, resource_name: str, role_name: str, rules: list[dict],
+               aliases: list[pulumi.Alias] | None = None) -> list[pulumi.Resource]:
         """A namespaced Role and its binding to the benchmark's service account."""
-        role = k8s.rbac.v1.Role(name, metadata={"name": name, "namespace": namespace}, rules=rules,
-                                opts=cluster.k8s_options(self))
+        role = k8s.rbac.v1.Role(resource_name, metadata={"name": role_name, "namespace": args.namespace}, rules=rules,
+                                opts=args.cluster.k8s_options(self, aliases=aliases))
         binding = k8s.rbac.v1.RoleBinding(
-            name, metadata={"name": name, "namespace": namespace},
-            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-            subjects=[{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": namespace_name}],
-            opts=cluster.k8s_options(self))
+            resource_name, metadata={"name": role_name, "namespace": args.namespace},
+            role_ref={"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role_name},
+            subjects=[{"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": args.spec.namespace}],
+            opts=args.cluster.k8s_options(self, aliases=aliases))
         return [role, binding]
