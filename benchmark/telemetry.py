@@ -83,11 +83,16 @@ def device_index(name: str) -> str | None:
     return match[1] if match else None
 
 
+def list_pods(api: KubernetesApi, namespace: str, selector: dict[str, str]) -> list[dict[str, Any]]:
+    """The namespace's pods whose labels match `selector` (a list request with a labelSelector)."""
+    query = urllib.parse.urlencode({"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))})
+    return api.get(f"/api/v1/namespaces/{namespace}/pods?{query}")["items"]
+
+
 def locate(api: KubernetesApi, namespace: str, selector: dict[str, str]) -> dict[str, Any]:
     """The variant's running pod, its node and its Neuron devices; {"error": ...} if unknown."""
-    query = urllib.parse.urlencode({"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))})
     try:
-        pods = api.get(f"/api/v1/namespaces/{namespace}/pods?{query}")["items"]
+        pods = list_pods(api, namespace, selector)
         running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"
                    and not p["metadata"].get("deletionTimestamp")]
         if len(running) != 1:

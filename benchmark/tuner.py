@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import driver
+from . import driver, telemetry
 from .driver import Hooks
 
 STUDY_FILE = "study.json"
@@ -86,8 +86,7 @@ class KubernetesScaler:
         """The server's pods that hold or may hold its devices: an evicted or finished pod (phase
         Failed or Succeeded) stays listed until it is garbage-collected, holds nothing, and the
         Deployment has replaced it, so it is left out."""
-        query = urllib.parse.urlencode({"labelSelector": ",".join(f"{k}={v}" for k, v in sorted(selector.items()))})
-        items = retried(lambda: self.api.get(f"/api/v1/namespaces/{self.namespace}/pods?{query}"))["items"]
+        items = retried(lambda: telemetry.list_pods(self.api, self.namespace, selector))
         return [p for p in items if (p.get("status") or {}).get("phase") not in ("Failed", "Succeeded")]
 
 
@@ -317,8 +316,6 @@ FINISHED = ("complete", "incomplete")
 
 def production_tuner(config: dict, args: argparse.Namespace, hooks: Hooks) -> TunerHooks:
     """The pod's wiring: the in-cluster Kubernetes API, and the study's results in S3."""
-    from . import telemetry
-
     scaler: Any = NoCluster()
     if telemetry.SERVICE_ACCOUNT_DIR.exists():
         scaler = KubernetesScaler(telemetry.KubernetesApi.in_cluster(),
