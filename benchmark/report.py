@@ -30,16 +30,17 @@ SOURCES = (
     "drafted tokens, lower when acceptance comes in runs.")
 
 
-def _fmt(value: float | None, scale: float = 1.0, digits: int = 1, suffix: str = "") -> str:
+def number(value: float | None, scale: float = 1.0, digits: int = 1, suffix: str = "") -> str:
+    """A figure as the reports print it: scaled, rounded, with its unit; "n/a" when there is none."""
     return "n/a" if value is None else f"{value * scale:.{digits}f}{suffix}"
 
 
 def _triple(figures: dict[str, float | None], scale: float, digits: int) -> str:
-    return " / ".join(_fmt(figures[q], scale, digits) for q in analysis.QUANTILES)
+    return " / ".join(number(figures[q], scale, digits) for q in analysis.QUANTILES)
 
 
 def _pct(value: float | None) -> str:
-    return _fmt(value, 100, 1, "%")
+    return number(value, 100, 1, "%")
 
 
 def _counts(f: dict[str, Any]) -> str:
@@ -63,7 +64,7 @@ def _flags(name: str, f: dict[str, Any]) -> list[str]:
 
 def _speedup(vs: dict[str, Any], key: str) -> str:
     """A speedup over the baseline the variant names, or blank for a variant compared with none."""
-    return f"{_fmt(vs.get(key), digits=2, suffix='x')} vs {vs['baseline']}" if vs else ""
+    return f"{number(vs.get(key), digits=2, suffix='x')} vs {vs['baseline']}" if vs else ""
 
 
 def _case_tables(run: dict[str, Any], figures: dict[str, Any]) -> list[str]:
@@ -74,9 +75,9 @@ def _case_tables(run: dict[str, Any], figures: dict[str, Any]) -> list[str]:
     for v in variants:
         f = figures[v["name"]]
         lp = f["llmperf"]
-        lines.append(f"| {v['name']} ({v['role']}) | {_counts(f)} | {_fmt(f['output_tokens_mean'])} | {_fmt(f['input_tokens_mean'])} | "
-                     f"{_fmt(f['overall_output_throughput'])} | {_fmt(f['completed_per_min'])} | {_fmt(f['usd_per_million_output_tokens'], digits=2, suffix=' USD')} | "
-                     f"{lp['completed'] if lp['completed'] is not None else 'none'}, {_fmt(lp['itl_p50_s'], 1000, 2, ' ms')}, {_fmt(lp['output_tokens_p50'])} |")
+        lines.append(f"| {v['name']} ({v['role']}) | {_counts(f)} | {number(f['output_tokens_mean'])} | {number(f['input_tokens_mean'])} | "
+                     f"{number(f['overall_output_throughput'])} | {number(f['completed_per_min'])} | {number(f['usd_per_million_output_tokens'], digits=2, suffix=' USD')} | "
+                     f"{lp['completed'] if lp['completed'] is not None else 'none'}, {number(lp['itl_p50_s'], 1000, 2, ' ms')}, {number(lp['output_tokens_p50'])} |")
     lines += ["", "p50 / p90 / p99 (proxy timings, server tokens):", "",
               "| variant | TTFT (ms) | TPOT (ms) | E2E (s) | out tok/s per request | speedup TPOT | speedup E2E |",
               "|---|---|---|---|---|---|---|"]
@@ -98,22 +99,22 @@ def _case_tables(run: dict[str, Any], figures: dict[str, Any]) -> list[str]:
         bound_text = (f"{bound['speedup_bound']:.2f}x for {bound['tokens_per_step']:.2f} tokens/step "
                       f"({bound['acceptance_source']}; a={bound['acceptance_rate']:.2f}), k={bound['k']}, "
                       f"c={bound['cost_ratio']:.3f} ({bound['cost_ratio_source']}); measured "
-                      f"{_fmt(vs.get('speedup_tpot'), digits=2, suffix='x')}") if bound else ""
+                      f"{number(vs.get('speedup_tpot'), digits=2, suffix='x')}") if bound else ""
         lossless = vs.get("lossless")
         lossless_text = "" if not lossless else (
             f"{lossless['matching']} of {lossless['compared']} match the baseline"
             + (f"; **differ: {', '.join(lossless['mismatched_requests'])}**" if lossless["mismatched_requests"] else "")
             if lossless["checked"] else f"not checked: {lossless['reason']}")
-        lines.append(f"| {v['name']} ({v['role']}) | {_fmt(a['tokens_per_step_implied'], digits=2)} | {_pct(a['acceptance_rate_implied'])} | "
-                     f"{counted} | {_fmt(counters.get('mean_acceptance_length'), digits=2)} | {per_position} | {bound_text} | {lossless_text} |")
+        lines.append(f"| {v['name']} ({v['role']}) | {number(a['tokens_per_step_implied'], digits=2)} | {_pct(a['acceptance_rate_implied'])} | "
+                     f"{counted} | {number(counters.get('mean_acceptance_length'), digits=2)} | {per_position} | {bound_text} | {lossless_text} |")
     lines += ["", "| variant | Neuron devices (Container Insights) | NeuronCore utilization mean / max | device memory used mean / max |",
               "|---|---|---|---|"]
     for v in variants:
         t = figures[v["name"]]["telemetry"]
         where = f"{t['node']} {t['neuron_devices']}" if t["node"] else t["reason"] or t["status"]
-        lines.append(f"| {v['name']} ({v['role']}) | {where} ({t['status']}) | {_fmt(t['utilization_mean_pct'], suffix='%')} / "
-                     f"{_fmt(t['utilization_max_pct'], suffix='%')} | {_fmt(t['memory_mean_bytes'], 1 / GiB, 1, ' GiB')} / "
-                     f"{_fmt(t['memory_max_bytes'], 1 / GiB, 1, ' GiB')} |")
+        lines.append(f"| {v['name']} ({v['role']}) | {where} ({t['status']}) | {number(t['utilization_mean_pct'], suffix='%')} / "
+                     f"{number(t['utilization_max_pct'], suffix='%')} | {number(t['memory_mean_bytes'], 1 / GiB, 1, ' GiB')} / "
+                     f"{number(t['memory_max_bytes'], 1 / GiB, 1, ' GiB')} |")
     flags = [flag for v in variants for flag in _flags(v["name"], figures[v["name"]])]
     flags += [_unlike_decoding(v["name"], figures[v["name"]]["vs_baseline"], run) for v in variants
               if (figures[v["name"]].get("vs_baseline") or {}).get("unlike_decoding")]
@@ -142,7 +143,7 @@ def _seed_section(seed: dict[str, Any]) -> list[str]:
         for row in seed["figures"]:
             derived = f"; **derived**: {row['derived']}" if row.get("derived") else ""
             lines.append(f"| {row['testCase']} | {row['variant']} | {row['metric']} | {row['statistic']} | {row['published']:.6g} | "
-                         f"{_fmt(row['measured'], digits=4)} | {row['measuredAs']} | {_fmt(row['llmperf'], digits=4)} | "
+                         f"{number(row['measured'], digits=4)} | {row['measuredAs']} | {number(row['llmperf'], digits=4)} | "
                          f"{row['cite']}{derived} |")
     lines += [f"- {note}" for note in seed["notes"] + seed["missing"]]
     return lines + [""]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import study as study_figures
-from .report import report_command
+from .report import number, report_command
 from .seeds import PUBLISHED_CHOICES, PublishedChoice
 
 HOW_TO_READ = (
@@ -27,10 +27,6 @@ HOW_TO_READ = (
     "its TPOT / the baseline's, printed as that row's c with its interval. 'reached' = measured speedup / bound. Goodput = requests meeting both targets, "
     "as a share of those asked. $/M = the configuration's share of the node's list price per million output tokens. "
     "Failed, short and crashed cases are listed and never averaged in.")
-
-
-def _num(value: float | None, digits: int = 2, scale: float = 1.0, suffix: str = "") -> str:
-    return "n/a" if value is None else f"{value * scale:.{digits}f}{suffix}"
 
 
 def _interval(figure: dict[str, Any] | None) -> str:
@@ -68,10 +64,10 @@ def scope_table(summary: dict[str, Any], scope: str) -> list[str]:
         speedups = ("-", "-") if alone else (_interval(row.get("speedup_tpot")), _interval(row.get("speedup_e2e")))
         lines.append(
             f"| {label} | {v.get('draft') or '-'} | {v.get('numSpeculativeTokens') or '-'} | {row['repeats']} | "
-            f"{_num(row['tpot_s'], 2, 1000)} | {speedups[0]} | {speedups[1]} | "
-            f"{_num(acceptance['rate'], 1, 100, '%')} | {_num(acceptance['length'])} | {per_position} | "
-            f"{_c(row, name, summary)} | {_num(bound.get('speedup_bound'), suffix='x')} | {_num(bound.get('reached'), 0, 100, '%')} | "
-            f"{goodput['good']}/{goodput['asked']} | {_num(row['usd_per_million'])} |")
+            f"{number(row['tpot_s'], 1000, 2)} | {speedups[0]} | {speedups[1]} | "
+            f"{number(acceptance['rate'], 100, 1, '%')} | {number(acceptance['length'], digits=2)} | {per_position} | "
+            f"{_c(row, name, summary)} | {number(bound.get('speedup_bound'), digits=2, suffix='x')} | {number(bound.get('reached'), 100, 0, '%')} | "
+            f"{goodput['good']}/{goodput['asked']} | {number(row['usd_per_million'], digits=2)} |")
     return lines
 
 
@@ -130,10 +126,10 @@ def markdown(report: dict[str, Any]) -> str:
                 if mark.figures:
                     row = summary["table"]["overall"][name]
                     base = summary["table"]["overall"].get(v["baseline"], {}).get("tpot_s")
-                    lines.append(f"Beside this run: TPOT {_num(base, 2, 1000)} -> {_num(row['tpot_s'], 2, 1000)} ms "
+                    lines.append(f"Beside this run: TPOT {number(base, 1000, 2)} -> {number(row['tpot_s'], 1000, 2)} ms "
                                  f"(published {mark.figures['tpot_base_ms']} -> {mark.figures['tpot_sd_ms']} ms), acceptance "
-                                 f"{_num(row['acceptance']['rate'], 1, 100, '%')} (published {mark.figures['acceptance_rate'] * 100:.1f}%), "
-                                 f"mean accepted length {_num(row['acceptance']['length'])} (published {mark.figures['mean_accepted_length']}).")
+                                 f"{number(row['acceptance']['rate'], 100, 1, '%')} (published {mark.figures['acceptance_rate'] * 100:.1f}%), "
+                                 f"mean accepted length {number(row['acceptance']['length'], digits=2)} (published {mark.figures['mean_accepted_length']}).")
                 lines.append("")
     return "\n".join(lines) + "\n"
 
