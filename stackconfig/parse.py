@@ -250,14 +250,13 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
         _check_against_platform(top, region, capacity, platform, reference)
     models = _declared_models(top)
     serving = _parse_serving(_Section("serving", raw.get("serving"), problems, SERVING_KEYS), capacity, models)
-    benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, BENCHMARK_KEYS), stack, serving)
+    benchmark = _parse_benchmark(_Section("benchmark", raw.get("benchmark"), problems, BENCHMARK_KEYS), stack, serving,
+                                 study_view="study" in raw)
     revisions = _model_revisions(top, raw)
     entries = _variant_entries(top, raw.get("variants"))
     study, grid_entries = _parse_study(_Section("study", raw.get("study"), problems, STUDY_KEYS), models, raw.get("variants")) \
         if "study" in raw else (None, [])
     keys = [key for key, _ in entries + grid_entries]
-    if study is not None:
-        _check_study_dashboard(benchmark, problems)
     variants = _resolve_baselines(_parse_variants(entries + grid_entries, problems, serving, benchmark, models, revisions),
                                   keys, problems, study.drafts_alone if study else None)
     if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
@@ -712,7 +711,9 @@ def _environment(s: _Section) -> dict[str, str]:
     return {k: v for k, v in environment.items() if isinstance(v, str) and k not in RESERVED_ENVIRONMENT}
 
 
-def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> BenchmarkSettings:
+def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings, study_view: bool = False) -> BenchmarkSettings:
+    """`study_view`: the stack has a study, whose dashboard view adds a header and a widget per
+    test case (benchmark/pod.py STUDY_DASHBOARD_WIDGETS) to the header and rows every stack has."""
     test_cases = s.mapping("testCases", dict(SAMPLE_TEST_CASES))
     for case_slug, prompt in (test_cases or {}).items():
         if not isinstance(case_slug, str) or not _DNS_LABEL.match(case_slug):
@@ -721,10 +722,13 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings) -> Bench
             s.problem(f"testCases.{case_slug}", "prompt must be a non-empty string, or null for LLMPerf's own sonnets")
     if test_cases == {}:
         s.problem("testCases", "needs at least one test case")
-    most = (DASHBOARD_MAX_WIDGETS - 1) // DASHBOARD_WIDGETS_PER_TEST_CASE
+    header, per_case = STUDY_DASHBOARD_WIDGETS if study_view else (0, 0)
+    per_test_case = DASHBOARD_WIDGETS_PER_TEST_CASE + per_case
+    most = (DASHBOARD_MAX_WIDGETS - 1 - header) // per_test_case
     if test_cases and len(test_cases) > most:
-        s.problem("testCases", f"{len(test_cases)} test cases need {1 + len(test_cases) * DASHBOARD_WIDGETS_PER_TEST_CASE} dashboard "
-                               f"widgets; CloudWatch allows {DASHBOARD_MAX_WIDGETS} (at most {most} test cases)")
+        view = (" with the study's view", " with a study") if study_view else ("", "")
+        s.problem("testCases", f"{len(test_cases)} test cases need {1 + header + len(test_cases) * per_test_case} dashboard "
+                               f"widgets{view[0]}; CloudWatch allows {DASHBOARD_MAX_WIDGETS} (at most {most} test cases{view[1]})")
     prompt_bytes = sum(len(p.encode()) for p in (test_cases or {}).values() if isinstance(p, str))
     if prompt_bytes > TEST_CASE_PROMPTS_MAX_BYTES:
         s.problem("testCases", f"prompts total {prompt_bytes} bytes; the benchmark's ConfigMap (1 MiB at most) leaves "
@@ -878,17 +882,6 @@ def _check_dashboard_metrics(variants: list[Variant], study: StudySettings | Non
         problems.append((key, f"{len(variants)} variants ({len(compared)} SD configurations) need {needed} metrics and expressions "
                               f"in one dashboard widget; CloudWatch allows {DASHBOARD_METRICS_PER_WIDGET}: measure fewer "
                               "configurations at once"))
-
-
-def _check_study_dashboard(benchmark: BenchmarkSettings, problems: list[tuple[str, str]]) -> None:
-    """The study's view adds a header and a widget per test case to the dashboard's."""
-    header, per_case = STUDY_DASHBOARD_WIDGETS
-    cases = len(benchmark.test_cases)
-    needed = 1 + header + cases * (DASHBOARD_WIDGETS_PER_TEST_CASE + per_case)
-    if cases and needed > DASHBOARD_MAX_WIDGETS:
-        most = (DASHBOARD_MAX_WIDGETS - 1 - header) // (DASHBOARD_WIDGETS_PER_TEST_CASE + per_case)
-        problems.append(("benchmark.testCases", f"{cases} test cases need {needed} dashboard widgets with the study's view; "
-                                                f"CloudWatch allows {DASHBOARD_MAX_WIDGETS} (at most {most} test cases with a study)"))
 
 
 def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: ServingSettings, benchmark: BenchmarkSettings,
