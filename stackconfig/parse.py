@@ -820,11 +820,16 @@ def _parse_study(s: _Section, models: Mapping[str, ModelInfo], hand_written: Any
     alone = s.boolean("timeDraftsAlone", False)
     repeats = s.integer("repeats", 3, low=1, high=MAX_STUDY_REPEATS) or 3
     targets = [s.integer(key, None, low=1, high=600_000) for key in ("ttftTargetMs", "tpotTargetMs")]
-    windows = s.listing("windows", []) or []
-    for index, window in enumerate(windows):
-        if isinstance(window, bool) or not isinstance(window, int) or not SPECULATIVE_TOKENS_RANGE[0] <= window <= SPECULATIVE_TOKENS_RANGE[1]:
-            s.problem(f"windows[{index}]", f"{window!r} is not a speculative window in {SPECULATIVE_TOKENS_RANGE[0]}..{SPECULATIVE_TOKENS_RANGE[1]}")
-    windows = [w for w in windows if isinstance(w, int) and not isinstance(w, bool) and SPECULATIVE_TOKENS_RANGE[0] <= w <= SPECULATIVE_TOKENS_RANGE[1]]
+    low, high = SPECULATIVE_TOKENS_RANGE
+    given = s.listing("windows", []) or []
+
+    def is_window(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+    windows = [w for w in given if is_window(w)]
+    for index, window in enumerate(given):
+        if not is_window(window):
+            s.problem(f"windows[{index}]", f"{window!r} is not a speculative window in {low}..{high}")
     if len(set(windows)) != len(windows):
         s.problem("windows", "lists a window more than once")
     drafts = s.listing("drafts", []) or []
@@ -846,8 +851,9 @@ def _parse_study(s: _Section, models: Mapping[str, ModelInfo], hand_written: Any
         if model is None:
             continue
         label = entry.string("label", slug(model), pattern=_DNS_LABEL, hint="a lowercase DNS label") or slug(model)
-        names = [f"{label}-k{w}" for w in windows] + ([f"{label}-alone"] if alone and models[model].kind == "model" else [])
-        longest = max(names, key=len, default=label)
+        points = {f"{label}-k{w}": w for w in windows}
+        alone_name = f"{label}-alone" if alone and models[model].kind == "model" and windows else None
+        longest = max([*points, *([alone_name] if alone_name else [])], key=len, default=label)
         if not _DNS_LABEL.match(longest):
             entry.problem("label" if "label" in entry.raw else "model",
                           f"the variants' names ({longest!r}) would not be DNS labels of at most 32 characters: "
@@ -855,15 +861,15 @@ def _parse_study(s: _Section, models: Mapping[str, ModelInfo], hand_written: Any
         if label in labels:
             entry.problem("label", f"{label!r} labels another draft too; give each a label of its own")
         labels.append(label)
-        for window in windows:
-            name = f"{label}-k{window}"
+        for name, window in points.items():
             variant = {"name": name, "role": "sd", "draft": model, "numSpeculativeTokens": window, "baseline": baseline}
-            variant.update({k: s.raw[k] for k in ("draftMaxModelLen",) if s.raw.get(k) is not None})
+            if s.raw.get("draftMaxModelLen") is not None:
+                variant["draftMaxModelLen"] = s.raw["draftMaxModelLen"]
             entries.append((f"study(draft {model}, window {window})", variant))
             grid.append(GridPoint(name, model, window))
-        if alone and models[model].kind == "model" and windows:
-            drafts_alone[f"{label}-alone"] = model
-            entries.append((f"study(draft {model}, alone)", {"name": f"{label}-alone", "role": "baseline", "target": model,
+        if alone_name:
+            drafts_alone[alone_name] = model
+            entries.append((f"study(draft {model}, alone)", {"name": alone_name, "role": "baseline", "target": model,
                                                               "baseline": baseline}))
     return StudySettings(mode=mode, repeats=repeats, grid=tuple(grid), drafts_alone=drafts_alone,
                          ttft_target_ms=targets[0], tpot_target_ms=targets[1]), entries

@@ -111,7 +111,7 @@ GRID = {**SMALL, "variants": [{"name": "base", "role": "baseline"}],
 
 
 @pytest.mark.parametrize("study, problems", [
-    ({"drafts": ["Qwen/Qwen3-1.7B"], "windows": [5, 16, True]},
+    ({"drafts": ["Qwen/Qwen3-1.7B"], "windows": [1, 16, True]},
      {"study.windows[1]": "16 is not a speculative window in 1..15", "study.windows[2]": "True is not a speculative window in 1..15"}),
     ({"drafts": ["Qwen/Qwen3-1.7B"], "windows": [5, 5]}, {"study.windows": "lists a window more than once"}),
     ({"drafts": ["Qwen/Qwen3-1.7B"]}, {"study.windows": "drafts and windows make the grid together"}),
