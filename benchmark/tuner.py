@@ -238,7 +238,7 @@ class Tuner:
         self.hooks.save(self.study_dir / STUDY_FILE, record)
         prompt_file = self.llmperf_dir / driver.PROMPT_FILE
         original_prompts = prompt_file.read_text()
-        telemetry = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
+        background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
         done = {(c["repeat"], c["variant"], c["testCase"]) for c in record["cases"]}
         try:
             for variant in ordered(self.config["variants"]):
@@ -249,7 +249,7 @@ class Tuner:
                 self.set_up([n for n in wanted_up(variant, self.study) if record["configurations"][n]["status"] != "failed"])
                 failure = self.serving_failure(variant)
                 if failure is None:
-                    failure = self.measure(variant, record, done, prompt_file, original_prompts, telemetry)
+                    failure = self.measure(variant, record, done, prompt_file, original_prompts, background)
                 outcome.update(status="failed" if failure else "done", reason=failure)
                 print(f"{variant['name']}: {outcome['status']}{': ' + failure if failure else ''}", flush=True)
                 self.hooks.save(self.study_dir / STUDY_FILE, record)
@@ -266,12 +266,12 @@ class Tuner:
             # must not leave servers running.
             self.scale_everything_down()
             prompt_file.write_text(original_prompts)
-            telemetry.shutdown(wait=record["status"] != "failed", cancel_futures=record["status"] == "failed")
+            background.shutdown(wait=record["status"] != "failed", cancel_futures=record["status"] == "failed")
         driver.close_record(record, self.hooks, self.study_dir / STUDY_FILE)
         return record
 
     def measure(self, variant: dict, record: dict, done: set, prompt_file: Path, original_prompts: str,
-                telemetry: ThreadPoolExecutor) -> str | None:
+                background: ThreadPoolExecutor) -> str | None:
         """Every repeat of every test case not yet recorded; why the server stopped serving, if it did."""
         for repeat in range(1, self.study["repeats"] + 1):
             for test_case, prompt in self.config["testCases"].items():
@@ -282,7 +282,7 @@ class Tuner:
                     return f"stopped serving at repeat {repeat}, {test_case}: {failure}"
                 driver.use_prompt(prompt_file, original_prompts, prompt)
                 case = driver.run_case(self.config, variant, test_case, self.results_dir, f"{self.study_id}/repeat-{repeat}",
-                                       self.llmperf_dir, self.hooks, telemetry)
+                                       self.llmperf_dir, self.hooks, background)
                 record["cases"].append({**case, "repeat": repeat})
                 done.add((repeat, variant["name"], test_case))
                 self.hooks.save(self.study_dir / STUDY_FILE, record)
