@@ -18,7 +18,7 @@ from benchmark import driver
 
 from .fake_vllm import FakeVllm
 
-STANDIN = Path(__file__).parent / "standin_llmperf"
+STANDIN = Path(__file__).resolve().parents[1] / "rehearse" / "standin_llmperf"
 SHAPE = {"inputTokens": 64, "outputTokens": 24, "concurrency": 4, "requestsPerTestCase": 20,
          "requestTimeoutSeconds": 600, "samplingParams": {"temperature": 0}}
 

@@ -16,7 +16,7 @@ from benchmark.results import load_case, percentile
 
 from .fake_vllm import FakeVllm, Speculation
 
-STANDIN = Path(__file__).parent / "standin_llmperf"
+STANDIN = Path(__file__).resolve().parents[1] / "rehearse" / "standin_llmperf"
 WITHIN = 0.03  # the tolerance
 
 

@@ -9,6 +9,8 @@
     destroy     `pulumi destroy`, then the sweep (--stack S)
     scan        checkov over every stack's Kubernetes objects, against security/checkov-allowlist.yaml
                 (--checkov PATH [--stack S]; `make scan` installs checkov)
+    rehearse    plan a stack, then run its rendered pods here as local processes against vLLM on CPU
+                (--stack S [--faults a,b] ...; docs/rehearsal.md)
 
 Exit codes, for every command: 0 all clear; 1 a check, a tool or AWS failed; 2 bad input (an
 invalid stack file, an unknown stack or option). A closed output pipe (`... | head`) ends the
@@ -34,6 +36,7 @@ COMMANDS = {
     "sweep": "tools.sweep",
     "destroy": "tools.destroy",
     "scan": "offline.scan",
+    "rehearse": "rehearse.cli",
 }
 
 

