@@ -149,7 +149,6 @@ def test_the_sidecar_waits_for_health_and_retries_a_failed_pass(s3, tmp_path):
     assert f"{ARTIFACT}/complete.json" in keys(s3)
 
 
-
 class HealthyAtOnce(BaseHTTPRequestHandler):
     """A server that answers /health before serve.sh has marked its compile complete: serve.sh
     polls /health itself (HEALTH_POLL_SECONDS, 30 s in the pod) and only then writes .complete."""
