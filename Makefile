@@ -6,12 +6,13 @@
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
-export STACK RUN BUCKET PREVIEW JSON SKIP_PREFLIGHT PY PYTHON VENV
+export STACK RUN BUCKET PREVIEW JSON SKIP_PREFLIGHT PY PYTHON VENV FAULTS
 
-.PHONY: help setup test lint scan mutate plan plan-all preflight up destroy sweep benchmark results
+.PHONY: help setup test lint scan mutate plan plan-all rehearse preflight up destroy sweep benchmark results
 
 help: ## list the targets
 	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] | make plan-all | make test | make scan | make mutate"
+	@echo "              make rehearse STACK=<s> [FAULTS=a,b]"
 	@echo "Real account: make preflight STACK=<s> [JSON=1] | make up STACK=<s> [SKIP_PREFLIGHT=1] | make benchmark STACK=<s>"
 	@echo "              make results STACK=<s> [RUN=<run id>] [BUCKET=<bucket>] | make sweep STACK=<s> | make destroy STACK=<s>"
 	@echo "Stacks:       $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))"
@@ -69,6 +70,11 @@ plan: setup ## what `pulumi up` would create, offline: STACK=<s> [PREVIEW=1]
 
 plan-all: setup ## plan every stack
 	@"$$PY" -m tools plan-all
+
+# The rehearsal (docs/rehearsal.md): the stack's rendered pods as local processes against vLLM on CPU,
+# in a virtualenv of its own (.venv-rehearse, rehearse/requirements.txt, built on first use).
+rehearse: setup ## run a stack's rendered pods here against vLLM on CPU: STACK=<s> [FAULTS=a,b]
+	@"$$PY" -m tools rehearse --stack "$$STACK" $${FAULTS:+--faults "$$FAULTS"}
 
 preflight: setup ## read-only checks with your credentials: STACK=<s> [JSON=1]
 	@"$$PY" -m tools preflight --stack "$$STACK" $${JSON:+--json}

