@@ -68,7 +68,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output-tokens", type=int, default=DEFAULT_SHAPE["outputTokens"])
     parser.add_argument("--concurrency", type=int, default=DEFAULT_SHAPE["concurrency"])
     parser.add_argument("--test-cases", default="", help=f"comma-separated names (default: the stack's first {DEFAULT_TEST_CASES})")
-    parser.add_argument("--repeats", type=int, default=1, help="a study's repeats")
     parser.add_argument("--llmperf", type=Path, help="a local copy of LLMPerf at the stack's pinned commit (checked against "
                                                      "benchmark/llmperf/<commit>.manifest); default: the LLMPerf stand-in")
     parser.add_argument("--out", type=Path, help="default: build/rehearse/<stack>")
@@ -81,6 +80,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def stand_in_problems(spec: StackSpec) -> list[str]:
     """Why the rehearsal cannot stand in for this stack's models, if it cannot."""
     problems = []
+    if spec.study:
+        problems.append("a tuning study's tuner scales the servers through the in-cluster Kubernetes API, which the rehearsal "
+                        "does not stand in for yet (docs/rehearsal.md, \"Not rehearsed yet\")")
     for variant in spec.variants:
         if variant.is_speculative and variant.speculation_method not in (None, "draft_model"):
             problems.append(f"variant {variant.name} speculates with {variant.speculation_method}: the rehearsal builds draft "
@@ -105,16 +107,14 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
     if not isinstance(spec, StackSpec):
         raise BadInput(f"stack {args.stack} is a platform: it runs no workload to rehearse")
     problems = stand_in_problems(spec)
-    if spec.study and faults:
-        problems.append("faults are rehearsed on pairing stacks; a study runs without them")
     if problems:
         raise BadInput(f"the rehearsal cannot stand in for stack {args.stack}: " + "; ".join(problems))
     cases = [c for c in args.test_cases.split(",") if c] or list(spec.benchmark.test_cases)[:DEFAULT_TEST_CASES]
     unknown = [c for c in cases if c not in spec.benchmark.test_cases]
     if unknown:
         raise BadInput(f"unknown test case(s) {', '.join(unknown)}; the stack's: {', '.join(spec.benchmark.test_cases)}")
-    if min(args.requests, args.output_tokens, args.concurrency, args.repeats) < 1 or args.input_tokens < benchmark_pod.MIN_INPUT_TOKENS:
-        raise BadInput(f"--requests, --output-tokens, --concurrency and --repeats must be at least 1 and --input-tokens at least "
+    if min(args.requests, args.output_tokens, args.concurrency) < 1 or args.input_tokens < benchmark_pod.MIN_INPUT_TOKENS:
+        raise BadInput(f"--requests, --output-tokens and --concurrency must be at least 1 and --input-tokens at least "
                        f"{benchmark_pod.MIN_INPUT_TOKENS} (benchmark/pod.py MIN_INPUT_TOKENS)")
     args.cases = cases
     return spec, faults
@@ -217,8 +217,6 @@ class Rehearsal:
         config["testCases"] = {c: config["testCases"][c] for c in self.args.cases}
         config["dimensions"] = {k: {c: v[c] for c in self.args.cases} if k == "TestCase" else v
                                 for k, v in (config.get("dimensions") or {}).items()} or config.get("dimensions")
-        if "study" in config:
-            config["study"]["repeats"] = self.args.repeats
         cluster.config_maps[name] = {**cluster.config_maps[name],
                                      benchmark_pod.RUN_CONFIG: json.dumps(config, indent=2, sort_keys=True)}
         self.shape = {"shape": config["shape"], "testCases": list(config["testCases"])}
@@ -391,7 +389,8 @@ class Rehearsal:
                             "every process had ended")
 
     # -- what it leaves --------------------------------------------------------------------------
-    def collect(self) -> dict[str, Any]:
+    def collect(self) -> None:
+        """The local bucket into bucket/, the run into results/ with its report (benchmark/report.py)."""
         bucket_dir = self.out / "bucket"
         for key in all_objects(self.s3, self.bucket):
             target = bucket_dir / key
@@ -399,18 +398,12 @@ class Rehearsal:
             self.s3.download_file(self.bucket, key, str(target))
         results = self.out / "results"
         runs = sorted((bucket_dir / self.spec.results_prefix).glob("*/")) if (bucket_dir / self.spec.results_prefix).exists() else []
-        report: dict[str, Any] = {}
         if runs:
             shutil.copytree(runs[-1], results / runs[-1].name)
             with contextlib.redirect_stdout(io.StringIO()):
-                if self.spec.study:
-                    from benchmark import tuning_report
-                    report = tuning_report.write_report(results)
-                else:
-                    report = run_report.write_report(results)
-        return report
+                run_report.write_report(results)
 
-    def label(self, result: dict[str, Any], checks: list[dict[str, Any]]) -> None:
+    def label(self, checks: list[dict[str, Any]]) -> None:
         """Every report under the rehearsal's label, with what differed from a real run."""
         results = self.out / "results"
         header = [f"> **{LABEL}.**", ">",
@@ -418,18 +411,12 @@ class Rehearsal:
                   f"{', '.join(self.shape['testCases'])}; load generator: {self.llmperf_note}.",
                   f"> Faults: {', '.join(self.faults) or 'none'}. Outcomes: " +
                   ("; ".join(f"{c['check']}: {'ok' if c['ok'] else 'NOT MET'}" for c in checks) or "none checked") + ".", ""]
-        for name in ("tuning.md", "report.md"):
-            if (results / name).exists():
-                (self.out / name).write_text("\n".join(header) + "\n" + (results / name).read_text())
-                json_name = name.replace(".md", ".json")
-                document = json.loads((results / json_name).read_text())
-                (self.out / json_name).write_text(json.dumps({"label": LABEL, "rehearsal": {**self.shape, "faults": list(self.faults),
-                                                              "loadGenerator": self.llmperf_note, "outcomes": checks}, **document},
-                                                             indent=2, sort_keys=True) + "\n")
-        if not any((self.out / n).exists() for n in ("report.md", "tuning.md")):
-            (self.out / "report.md").write_text("\n".join(header) + "\nNo benchmark results were uploaded.\n")
-            (self.out / "report.json").write_text(json.dumps({"label": LABEL, "rehearsal": {**self.shape, "faults": list(self.faults),
-                                                              "outcomes": checks}, "results": None}, indent=2, sort_keys=True) + "\n")
+        uploaded = (results / "report.md").exists()
+        body = (results / "report.md").read_text() if uploaded else "No benchmark results were uploaded.\n"
+        document = json.loads((results / "report.json").read_text()) if uploaded else {"results": None}
+        (self.out / "report.md").write_text("\n".join(header) + "\n" + body)
+        rehearsal = {**self.shape, "faults": list(self.faults), "loadGenerator": self.llmperf_note, "outcomes": checks}
+        (self.out / "report.json").write_text(json.dumps({"label": LABEL, "rehearsal": rehearsal, **document}, indent=2, sort_keys=True) + "\n")
 
 
 def requests_running(port: int) -> bool:
@@ -477,13 +464,13 @@ def rehearse(rehearsal: Rehearsal) -> int:
     finally:
         rehearsal.stop_workloads()
     spec, out = rehearsal.spec, rehearsal.out
-    report = rehearsal.collect()
+    rehearsal.collect()
     checks = outcomes.check(rehearsal)
-    rehearsal.label(report, checks)
+    rehearsal.label(checks)
     (out / "outcomes.json").write_text(json.dumps(checks, indent=2, sort_keys=True) + "\n")
     for check in checks:
         print(f"{'ok' if check['ok'] else 'NOT MET':>8}  {check['check']}: {check['detail']}")
-    print(f"rehearsal of {spec.stack}: {out}/{'tuning.md' if spec.study else 'report.md'}, timeline.jsonl, pods/*/logs/")
+    print(f"rehearsal of {spec.stack}: {out}/report.md, timeline.jsonl, pods/*/logs/")
     return 1 if any(not c["ok"] for c in checks) else 0
 
 

@@ -20,7 +20,7 @@ def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
 
 
 def latest_run(bucket_dir: Path, results_prefix: str) -> dict[str, Any] | None:
-    records = sorted((bucket_dir / results_prefix).glob("*/run.json")) + sorted((bucket_dir / results_prefix).glob("*/study.json"))
+    records = sorted((bucket_dir / results_prefix).glob("*/run.json"))
     return json.loads(records[-1].read_text()) if records else None
 
 

@@ -1,0 +1,57 @@
+"""Whole rehearsals against a real vLLM on CPU (docs/rehearsal.md): minutes each, so marked
+`rehearsal` (deselected by default, pytest.ini) and skipped unless the rehearsal's virtualenv exists
+(`make rehearse` builds it; the normal suite never installs its 3.4 GB):
+
+    .venv/bin/python -m pytest -m rehearsal tests/test_rehearse_vllm.py
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rehearse.cli import LABEL
+from rehearse.venv import STAMP
+from stackconfig.source import PROJECT_DIR
+
+VENV = PROJECT_DIR / ".venv-rehearse"
+pytestmark = [pytest.mark.rehearsal,
+              pytest.mark.skipif(not (VENV / STAMP).exists(), reason="no .venv-rehearse: run `make rehearse STACK=...` once")]
+STACK = "qwen3-32b-qwen3-1.7b"
+SMALL = ["--requests", "2", "--output-tokens", "32", "--test-cases", "counting,sonnets"]
+
+
+def rehearse(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    out = tmp_path / "rehearsal"
+    result = subprocess.run([sys.executable, "-m", "tools", "rehearse", "--stack", STACK, "--out", str(out), *SMALL, *args],
+                            cwd=PROJECT_DIR, capture_output=True, text=True, timeout=40 * 60)
+    checks = {c["check"]: c for c in json.loads((out / "outcomes.json").read_text())} if (out / "outcomes.json").exists() else {}
+    return result, {"out": out, "checks": checks}
+
+
+def test_the_seed_pairing_rehearses_end_to_end(tmp_path):
+    result, run = rehearse(tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = run["out"]
+    assert all(c["ok"] for c in run["checks"].values())
+    report = json.loads((out / "report.json").read_text())
+    assert report["label"] == LABEL and (out / "report.md").read_text().startswith(f"> **{LABEL}.**")
+    assert "LLMPerf stand-in" in report["rehearsal"]["loadGenerator"]
+    events = [json.loads(line) for line in (out / "timeline.jsonl").read_text().splitlines()]
+    sd = [e for e in events if e["subject"].startswith("vllm-sd-") and e["kind"] in ("container-start", "container-stop")]
+    # The publisher (native sidecar) started before the server and stopped after it.
+    assert [(e["kind"], e["subject"].rsplit("/", 1)[1]) for e in sd] == [
+        ("container-start", "publisher"), ("container-start", "vllm"), ("container-stop", "vllm"), ("container-stop", "publisher")]
+    # Real speculative-decoding counters from vLLM's /metrics reached the results.
+    specdecode = json.loads(next((out / "results").glob("*/sd/counting/specdecode.json")).read_text())
+    assert specdecode["after"]["draft_tokens"] > specdecode["before"].get("draft_tokens", 0)
+
+
+@pytest.mark.parametrize("fault", ["healthy-before-compile-complete", "server-crash", "s3-5xx", "emptydir-over-limit",
+                                   "compile-fails"])
+def test_each_fault_ends_in_its_documented_outcome(tmp_path, fault):
+    result, run = rehearse(tmp_path, "--faults", fault)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert any(name.startswith(f"fault {fault}") and c["ok"] for name, c in run["checks"].items())
