@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+PUBLISHER_POLL_S = 30
+"""The publisher's poll (modelstore/publish.py --poll-seconds default; the pod does not set it)."""
 HEALTH_POLL_SLOW_S = 240
 """healthy-before-compile-complete: serve.sh's health poll, far beyond the publisher's 30 s: the
 first poll fails (vLLM is loading), the next comes 240 s later, long after the publisher (every

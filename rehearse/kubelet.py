@@ -51,15 +51,23 @@ def quantity_bytes(text: str) -> int:
     return int(float(match["number"]) * UNITS[match["unit"]])
 
 
-def folder_bytes(path: Path) -> int:
-    """What a folder's files take (their sizes; kubelet counts the disk blocks, du -s)."""
+MARKERS = (".complete", ".restored")
+"""serve.sh's markers in the node cache (a complete copy, a set restored from the store): each put
+on the timeline when it appears."""
+
+
+def folder_bytes(path: Path, markers: set[str] | None = None) -> int:
+    """What a folder's files take (their sizes; kubelet counts the disk blocks, du -s); the
+    relative paths of the markers found are added to `markers`."""
     total = 0
     for root, _, files in os.walk(path):
         for name in files:
             try:
                 total += os.lstat(os.path.join(root, name)).st_size
             except FileNotFoundError:
-                pass  # removed while counting
+                continue  # removed while counting
+            if markers is not None and name in MARKERS:
+                markers.add(os.path.relpath(os.path.join(root, name), path))
     return total
 
 
@@ -145,7 +153,7 @@ class LocalPod:
         self.empty_dirs: dict[str, tuple[Path, int | None]] = {}
         self.volumes = self._volumes()
         self.stopping = threading.Event()
-        self.lock = threading.Lock()
+        self.markers: set[str] = set()
 
     # -- volumes ---------------------------------------------------------------------------------
     def _volumes(self) -> dict[str, Path]:
@@ -286,7 +294,12 @@ class LocalPod:
 
     def check_storage(self) -> None:
         for volume, (folder, limit) in self.empty_dirs.items():
-            if limit is not None and folder_bytes(folder) > limit:
+            markers: set[str] = set()
+            used = folder_bytes(folder, markers)
+            for marker in sorted(markers - self.markers):
+                self.timeline.event("marker", self.name, f"{volume}/{marker}")
+            self.markers |= markers
+            if limit is not None and used > limit:
                 self.evict(EMPTYDIR_EVICTION.format(volume=volume, limit=self.limit_text(volume)))
                 return
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from stackconfig.store import COMMIT_FILE, COMPLETE_FILE, STAGING_ROOT, WEIGHTS_MARKER
 
-from .faults import EVICTING_LIMIT
+from .faults import EVICTING_LIMIT, PUBLISHER_POLL_S
 from .kubelet import EMPTYDIR_EVICTION
 
 
@@ -69,10 +69,15 @@ def fault_check(rehearsal: Any, fault: str, cases: list[dict[str, Any]]) -> dict
     timeline, sd = rehearsal.timeline, rehearsal.sd.name
     sd_cases = [c for c in cases if c["variant"] == sd]
     if fault == "healthy-before-compile-complete":
-        logs = sorted(rehearsal.out.glob(f"pods/vllm-{sd}-*/logs/publisher.log"))
-        early = [p.parent.parent.name for p in logs if "not complete yet" in p.read_text()]
-        return _check("fault healthy-before-compile-complete: published once all the same", bool(early) and bool(sd_cases),
-                      f"publisher passes that found the compile incomplete: {early or 'none (the fault did not bite)'}; "
+        healthy = [e["t"] for e in timeline.of("health", f"vllm-{sd}") if e["detail"] == "healthy"]
+        complete = [e["t"] for e in timeline.of("marker") if e["subject"].startswith(f"vllm-{sd}-")
+                    and e["detail"].startswith("node-cache/compiled/") and e["detail"].endswith("/.complete")]
+        # The publisher polls every 30 s: a server healthy longer than that before the marker was
+        # seen healthy by the publisher with the compile incomplete.
+        bit = bool(healthy and complete) and complete[0] - healthy[0] > PUBLISHER_POLL_S
+        return _check("fault healthy-before-compile-complete: published once all the same", bit and bool(sd_cases),
+                      f"{sd} healthy at {healthy[:1]} s, its compile marked complete at {complete[:1]} s "
+                      f"({'the publisher saw it healthy first' if bit else 'the fault did not bite'}); "
                       f"{len(sd_cases)} {sd} case(s) measured after the commit")
     if fault == "server-crash":
         restarts = [e for e in timeline.of("container-start") if e["subject"].startswith(f"vllm-{sd}-") and e["subject"].endswith("/vllm")

@@ -51,6 +51,7 @@ def test_an_unknown_fault_exits_2_naming_the_faults():
 @pytest.mark.parametrize("stack, reason", [
     ("llama3.1-8b-instruct-eagle3", "speculates with eagle3: the rehearsal builds draft models only"),
     ("llama3.1-405b-llama3.2-1b", "is prepared as neuron-fp8"),
+    ("qwen3-32b-study", "a tuning study's tuner scales the servers through the in-cluster Kubernetes API"),
 ])
 def test_a_stack_it_cannot_stand_in_for_is_refused_with_the_reason(stack, reason):
     assert any(reason in p for p in stand_in_problems(load_stack(stack).spec()))
@@ -180,6 +181,18 @@ def test_an_emptydir_over_its_size_limit_evicts_the_pod_with_kubelets_reason_and
     assert first.message == EMPTYDIR_EVICTION.format(volume="cache", limit="2Mi")
     assert timeline.of("pod-evicted")[0]["detail"] == 'Usage of EmptyDir volume "cache" exceeds the limit "2Mi". '
     assert first.status()["status"]["reason"] == "Evicted"
+
+
+def test_serve_scripts_markers_in_an_emptydir_go_on_the_timeline_once(world):
+    _, timeline, _, _ = world
+    spec = workload("Deployment", [{"name": "server", "command": ["bash", "-c", "mkdir -p /cache/c && touch /cache/c/.complete /cache/x; sleep 60"],
+                                    "volumeMounts": [{"name": "cache", "mountPath": "/cache"}]}],
+                    volumes=[{"name": "cache", "emptyDir": {}}])
+    controller = controller_for(world, spec)
+    run_until(controller, lambda: bool(timeline.of("marker")))
+    time.sleep(1.2)  # two more storage checks: still one event
+    controller.stop()
+    assert [e["detail"] for e in timeline.of("marker")] == ["cache/c/.complete"]
 
 
 def test_stop_all_ends_a_process_group_by_its_own_id(tmp_path):
