@@ -353,7 +353,8 @@ class Rehearsal:
         if pod is None:
             return
         server = pod.containers[0]
-        if "compile-fails" in self.faults and len(server.exit_codes) >= RESTARTS_TO_FAIL and not self.terminated_job:
+        waiting = any(key.endswith("/run.json") for key in self.watch.seen)  # the driver is up and waiting for the servers
+        if "compile-fails" in self.faults and len(server.exit_codes) >= RESTARTS_TO_FAIL and waiting and not self.terminated_job:
             self.end_job(self.controllers[self.benchmark], f"{pod.name} failed {RESTARTS_TO_FAIL} times")
         if "server-crash" in self.faults and not self.crashed and server.process is not None and server.process.poll() is None \
                 and requests_running(pod.ports[next(iter(pod.ports))]):

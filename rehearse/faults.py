@@ -47,7 +47,8 @@ FAULTS = {f.name: f for f in (
     Fault("compile-fails",
           "the SD server's compile fails every time (the engine exits 1 before writing anything)",
           "the container restarts with back-off; nothing is staged or committed for the SD variant; the benchmark never "
-          "measures it: the rehearsal ends the benchmark Job as its deadline would once the container has failed twice, "
+          "measures it: once the container has failed twice (and the driver is waiting), the rehearsal ends the benchmark Job "
+          "as its deadline would, "
           "and the run is recorded failed"),
 )}
 
