@@ -72,6 +72,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                                                      "benchmark/llmperf/<commit>.manifest); default: the LLMPerf stand-in")
     parser.add_argument("--out", type=Path, help="default: build/rehearse/<stack>")
     parser.add_argument("--venv", type=Path, default=PROJECT_DIR / ".venv-rehearse")
+    parser.add_argument("--cache", type=Path, default=PROJECT_DIR / "build" / "rehearse" / ".cache",
+                        help="the stand-in models and the pods' wheels, kept between rehearsals")
     parser.add_argument("--timeout-minutes", type=float, default=30)
     parser.add_argument("--compile-seconds", type=float, default=5, help="how long the played compile takes")
     return parser.parse_args(argv)
@@ -148,7 +150,7 @@ def shim(path: Path, text: str) -> None:
 class Rehearsal:
     def __init__(self, args: argparse.Namespace, spec: StackSpec, faults: tuple[str, ...], out: Path):
         self.args, self.spec, self.faults, self.out = args, spec, faults, out
-        self.cache = PROJECT_DIR / "build" / "rehearse" / ".cache"
+        self.cache = args.cache
         self.timeline = Timeline(out / "timeline.jsonl", echo=sys.stdout)
         self.supervisor = Supervisor()
         self.controllers: dict[str, Controller] = {}
@@ -183,12 +185,13 @@ class Rehearsal:
 
     def start_moto(self) -> str:
         port = free_port()
-        self.supervisor.start("moto", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              {**os.environ}, self.out, self.out / "pods" / "moto.log")
+        process = self.supervisor.start("moto", [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                        {**os.environ}, self.out, self.out / "pods" / "moto.log")
         endpoint = f"http://127.0.0.1:{port}"
         for _ in range(200):
             try:
                 urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).close()
+                self.timeline.event("store", "moto", f"S3 and CloudWatch at {endpoint}", pid=process.pid)
                 return endpoint
             except OSError:
                 time.sleep(0.2)
@@ -239,11 +242,11 @@ class Rehearsal:
         manifests = plan(spec.stack, self.out)
         cluster = read_plan(manifests)
         self.say(f"planned {spec.stack}: {len(cluster.workloads)} workloads from build/plan/{spec.stack}/manifests")
+        moto = self.start_moto()
         python = venv.ensure(args.venv, say=self.say)
         models = self.models(python)
         source, self.llmperf_note = self.llmperf_source()
         wheels = self.wheelhouse([PROJECT_DIR / "modelstore" / "requirements.lock", benchmark_pod.PACKAGE_DIR / benchmark_pod.POD_LOCK])
-        moto = self.start_moto()
         buckets = sorted({v.bucket for v in cluster.claims.values()} | {e["value"] for w in cluster.workloads for c in w.pod["containers"]
                           + w.pod.get("initContainers", []) for e in c.get("env", []) if e["name"] in ("BUCKET", "RESULTS_BUCKET")})
         s3 = client("s3", moto, spec.region)

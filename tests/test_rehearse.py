@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from rehearse.kube import Cluster, Workload
 from rehearse.kubelet import EMPTYDIR_EVICTION, Controller, Localizer, LocalPod, Node, quantity_bytes
 from rehearse.processes import Supervisor, Timeline
 from rehearse.store import FaultyS3, StoreView
+from rehearse.venv import STAMP, stamp_of
 from stackconfig.source import PROJECT_DIR, load_stack
 
 REGION = "us-east-2"
@@ -66,6 +68,33 @@ def test_a_platform_stack_has_nothing_to_rehearse():
 
 def test_the_seed_pairing_is_one_it_stands_in_for():
     assert stand_in_problems(load_stack("qwen3-32b-qwen3-1.7b").spec()) == []
+
+
+def test_ctrl_c_stops_every_process_it_started_by_its_own_id(tmp_path):
+    """Interrupted while building its models (a stand-in virtualenv whose Python only sleeps), after
+    it started moto: exit 130, and moto's process is gone."""
+    fake = tmp_path / "venv"
+    (fake / "bin").mkdir(parents=True)
+    (fake / "bin" / "python").write_text("#!/bin/sh\nexec sleep 600\n")
+    (fake / "bin" / "python").chmod(0o755)
+    (fake / STAMP).write_text(stamp_of() + "\n")
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-m", "tools", "rehearse", "--stack", "qwen3-32b-qwen3-1.7b", "--venv", str(fake),
+                                "--out", str(out), "--cache", str(tmp_path / "cache")], cwd=PROJECT_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "timeline.jsonl").exists() or '"building the stand-in' not in (out / "timeline.jsonl").read_text():
+            assert time.monotonic() < deadline and process.poll() is None
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 130
+    finally:
+        process.kill()
+    events = [json.loads(line) for line in (out / "timeline.jsonl").read_text().splitlines()]
+    moto = next(e["pid"] for e in events if e["kind"] == "store")
+    with pytest.raises(ProcessLookupError):
+        os.kill(moto, 0)
+    assert events[-1]["subject"] == "stopped"
 
 
 def test_faults_parse_in_order_and_refuse_doubles():
