@@ -439,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as error:
         print(error, file=sys.stderr)
         return 2
-    out = args.out or PROJECT_DIR / "build" / "rehearse" / args.stack
+    out = (args.out or PROJECT_DIR / "build" / "rehearse" / args.stack).resolve()
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     rehearsal = Rehearsal(args, spec, faults, out)

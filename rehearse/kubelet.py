@@ -331,24 +331,6 @@ class LocalPod:
         for folder, _ in self.empty_dirs.values():
             shutil.rmtree(folder, ignore_errors=True)
 
-    def status(self) -> dict[str, Any]:
-        """The pod as the Kubernetes API lists it (the fields the tuner and the driver read)."""
-        def container_status(c: Container) -> dict[str, Any]:
-            running = c.process is not None and c.process.poll() is None
-            state: dict[str, Any] = {"running": {}} if running else {"waiting": {"reason": "CrashLoopBackOff"}}
-            status = {"name": c.name, "ready": running, "restartCount": c.restarts, "image": c.spec.get("image", ""),
-                      "imageID": "", "state": state}
-            if c.exit_codes:
-                status["lastState"] = {"terminated": {"exitCode": c.exit_codes[-1], "reason": "Error" if c.exit_codes[-1] else "Completed"}}
-            return status
-        status: dict[str, Any] = {"phase": self.phase, "containerStatuses": [container_status(c) for c in self.containers]}
-        if self.reason:
-            status.update(reason=self.reason, message=self.message)
-        return {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": self.name, "namespace": self.workload.namespace, "labels": self.labels},
-                "spec": {"containers": [{"name": c.name, "image": c.spec.get("image", "")} for c in self.containers]},
-                "status": status}
-
 
 class Controller:
     """A Job's or a Deployment's controller: keeps its pods, each in a thread of its own."""
@@ -404,12 +386,6 @@ class Controller:
         self.condition = condition
         self.timeline.event("job-" + condition.lower(), self.workload.name, reason)
         self.done.set()
-
-    def scale(self, replicas: int) -> None:
-        with self.lock:
-            self.replicas = replicas
-        self.timeline.event("deployment-scale", self.workload.name, f"replicas {replicas}")
-        self.reconcile()
 
     def stop(self) -> None:
         with self.lock:

@@ -209,7 +209,6 @@ def test_an_emptydir_over_its_size_limit_evicts_the_pod_with_kubelets_reason_and
     assert (first.phase, first.reason) == ("Failed", "Evicted")
     assert first.message == EMPTYDIR_EVICTION.format(volume="cache", limit="2Mi")
     assert timeline.of("pod-evicted")[0]["detail"] == 'Usage of EmptyDir volume "cache" exceeds the limit "2Mi". '
-    assert first.status()["status"]["reason"] == "Evicted"
 
 
 def test_serve_scripts_markers_in_an_emptydir_go_on_the_timeline_once(world):
