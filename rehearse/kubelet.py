@@ -232,8 +232,10 @@ class LocalPod:
             else:
                 raise ValueError(f"pod {self.name}: env {item['name']} comes from a source the rehearsal does not run")
             env[item["name"]] = localize.port_token(value) if value.isdigit() else localize(value)
+        # What the image and kubelet give every container; HOME in the pod's own folder (the
+        # image's home), so caches such as vLLM's stay out of this machine's.
         base = {"PATH": f"{self.node.bin_dir}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}", "LANG": "C.UTF-8",
-                "HOSTNAME": self.name}
+                "HOSTNAME": self.name, "HOME": str(self.dir / "home")}
         return {**base, **self.node.environment, **env, **self.node.container_environment(self.name, container.name)}
 
     def start_container(self, container: Container) -> None:
