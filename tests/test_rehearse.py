@@ -29,23 +29,28 @@ from rehearse.processes import Supervisor, Timeline
 from rehearse.store import FaultyS3, StoreView
 from rehearse.venv import STAMP, stamp_of
 from stackconfig.source import PROJECT_DIR, load_stack
+from tools.__main__ import main as tools_main
 
 REGION = "us-east-2"
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tools", "rehearse", *args], cwd=PROJECT_DIR, capture_output=True, text=True,
-                          timeout=120)
+@pytest.fixture
+def run_cli(capsys):
+    """`python -m tools rehearse ...` in this process: (exit code, stderr)."""
+    def run(*args: str) -> SimpleNamespace:
+        code = tools_main(["rehearse", *args])
+        return SimpleNamespace(returncode=code, stderr=capsys.readouterr().err)
+    return run
 
 
 # -- bad input -------------------------------------------------------------------------------------
-def test_an_unknown_stack_exits_2_naming_the_stacks():
+def test_an_unknown_stack_exits_2_naming_the_stacks(run_cli):
     result = run_cli("--stack", "no-such-stack")
     assert result.returncode == 2
     assert "unknown stack 'no-such-stack'" in result.stderr and "qwen3-32b-qwen3-1.7b" in result.stderr
 
 
-def test_an_unknown_fault_exits_2_naming_the_faults():
+def test_an_unknown_fault_exits_2_naming_the_faults(run_cli):
     result = run_cli("--stack", "qwen3-32b-qwen3-1.7b", "--faults", "server-crash,disk-on-fire")
     assert result.returncode == 2
     assert "unknown fault(s) disk-on-fire" in result.stderr and "healthy-before-compile-complete" in result.stderr
@@ -56,13 +61,13 @@ def test_an_unknown_fault_exits_2_naming_the_faults():
     ("llama3.1-405b-llama3.2-1b", "is prepared as neuron-fp8"),
     ("qwen3-32b-study", "a tuning study's tuner scales the servers through the in-cluster Kubernetes API"),
 ])
-def test_a_stack_it_cannot_stand_in_for_is_refused_with_the_reason(stack, reason):
+def test_a_stack_it_cannot_stand_in_for_is_refused_with_the_reason(stack, reason, run_cli):
     assert any(reason in p for p in stand_in_problems(load_stack(stack).spec()))
     result = run_cli("--stack", stack)
     assert result.returncode == 2 and reason in result.stderr
 
 
-def test_a_platform_stack_has_nothing_to_rehearse():
+def test_a_platform_stack_has_nothing_to_rehearse(run_cli):
     result = run_cli("--stack", "platform")
     assert result.returncode == 2 and "platform" in result.stderr
 
