@@ -152,7 +152,7 @@ class Rehearsal:
         self.args, self.spec, self.faults, self.out = args, spec, faults, out
         self.cache = args.cache
         self.timeline = Timeline(out / "timeline.jsonl", echo=sys.stdout)
-        self.supervisor = Supervisor()
+        self.supervisor = Supervisor(adopt_orphans=True)
         self.controllers: dict[str, Controller] = {}
         self.pollers: list[Any] = []
         self.notes: list[str] = []

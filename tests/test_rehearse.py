@@ -243,6 +243,31 @@ def test_stop_all_ends_a_process_group_by_its_own_id(tmp_path):
         os.kill(child, 0)  # the background child went with its group
 
 
+ADOPTING = """
+import json, os, sys, time
+from pathlib import Path
+from rehearse.processes import Supervisor, adopted
+work = Path(sys.argv[1])
+supervisor = Supervisor(adopt_orphans=True)
+shell = supervisor.start("shell", ["bash", "-c", "sleep 300 & echo $! > child"], dict(os.environ), work, work / "log")
+shell.wait()
+child = int((work / "child").read_text())
+before = adopted({shell.pid})
+supervisor.stop_all(grace_s=1)
+print(json.dumps({"subreaper": supervisor.subreaper, "child": child, "adopted": before, "gone": not Path(f"/proc/{child}").exists()}))
+"""
+
+
+def test_what_a_pod_leaves_behind_is_adopted_and_reaped(tmp_path):
+    """serve.sh stopped before its background vLLM: the rehearsal adopts the orphan, kills and
+    reaps it (no zombie; its CPU time counted in the rehearsal's). In a process of its own: a
+    test's process must not become anyone's subreaper."""
+    result = subprocess.run([sys.executable, "-c", ADOPTING, str(tmp_path)], cwd=PROJECT_DIR, capture_output=True, text=True,
+                            timeout=60)
+    report = json.loads(result.stdout)
+    assert report["subreaper"] and report["adopted"] == [report["child"]] and report["gone"]
+
+
 # -- the store, the hub --------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def moto_server():
