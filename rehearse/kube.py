@@ -1,6 +1,6 @@
 """The rendered Kubernetes objects the rehearsal runs, read from an offline plan's manifests/
 (offline/plan.py): the Jobs and Deployments with their pod templates, the ConfigMaps, Secrets and
-Services they name, the PersistentVolumes onto the model store, and the tuner's Role.
+Services they name, and the PersistentVolumes onto the model store.
 
 Only what a pod needs to run is interpreted here; the rest of the plan is not rehearsed (IAM,
 networking, Karpenter: docs/rehearsal.md).
@@ -8,7 +8,7 @@ networking, Karpenter: docs/rehearsal.md).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +24,11 @@ class Workload:
     kind: str
     name: str
     namespace: str
-    labels: dict[str, str]
     pod: dict[str, Any]
     """The pod template's spec, as rendered."""
     pod_labels: dict[str, str]
     replicas: int = 1
     backoff_limit: int = 0
-    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -51,10 +49,6 @@ class Cluster:
     services: dict[str, dict[str, Any]]
     claims: dict[str, StoreVolume]
     """A claim's name -> the store view of the PersistentVolume reserved for it."""
-    roles: dict[str, list[dict[str, Any]]]
-
-    def workload(self, kind: str, name: str) -> Workload:
-        return next(w for w in self.workloads if w.kind == kind and w.name == name)
 
 
 def _workload(manifest: dict[str, Any]) -> Workload | None:
@@ -63,7 +57,7 @@ def _workload(manifest: dict[str, Any]) -> Workload | None:
         return None
     template = spec["template"]
     return Workload(kind=kind, name=metadata["name"], namespace=metadata.get("namespace", "default"),
-                    labels=metadata.get("labels", {}), annotations=metadata.get("annotations", {}), pod=template["spec"],
+                    pod=template["spec"],
                     pod_labels=template.get("metadata", {}).get("labels", {}),
                     replicas=int(spec.get("replicas", 1)) if kind == "Deployment" else 1,
                     backoff_limit=int(spec.get("backoffLimit", 6)) if kind == "Job" else 0)
@@ -83,5 +77,4 @@ def read_plan(manifests: Path) -> Cluster:
         secrets={d["metadata"]["name"]: d.get("stringData") or d.get("data") or {} for d in documents if d["kind"] == "Secret"},
         services={d["metadata"]["name"]: d for d in documents if d["kind"] == "Service"},
         claims=claims,
-        roles={d["metadata"]["name"]: d.get("rules", []) for d in documents if d["kind"] == "Role"},
     )

@@ -18,18 +18,22 @@ import pytest
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
+from benchmark.pod import RUN_CONFIG
 from modelstore.hub import Hub
+from offline.plan import write_plan
 from rehearse import engine, outcomes
-from rehearse.cli import stand_in_problems
+from rehearse.cli import PODSETUP_LINE, stand_in_problems
 from rehearse.faults import FAULTS, PUBLISHER_POLL_S, FaultError, parse_faults
 from rehearse.hub import LocalHub
-from rehearse.kube import Cluster, Workload
+from rehearse.kube import Cluster, Workload, read_plan
 from rehearse.kubelet import EMPTYDIR_EVICTION, Controller, Localizer, LocalPod, Node, quantity_bytes
 from rehearse.processes import Supervisor, Timeline
 from rehearse.store import FaultyS3, StoreView
 from rehearse.venv import STAMP, stamp_of
 from stackconfig.source import PROJECT_DIR, load_stack
 from tools.__main__ import main as tools_main
+
+from .conftest import recorded
 
 REGION = "us-east-2"
 
@@ -134,16 +138,34 @@ def test_quantities_read_as_kubernetes_does():
         quantity_bytes("2 GB")
 
 
+# -- what the plan rendered ---------------------------------------------------------------------------
+def test_the_rendered_pairing_is_what_the_rehearsal_expects(tmp_path):
+    """The plan's workloads, volumes and scripts as the rehearsal reads them: if the rendering
+    moves (a new volume kind, the benchmark no longer running podsetup), this says so here."""
+    write_plan(recorded("qwen3-32b-qwen3-1.7b"), tmp_path)  # the suite's recording, shared with the other tests
+    rendered = read_plan(tmp_path / "manifests")
+    spec = load_stack("qwen3-32b-qwen3-1.7b").spec()
+    assert sorted((w.kind, w.name.split("-")[0]) for w in rendered.workloads) == [
+        ("Deployment", "vllm"), ("Deployment", "vllm"), ("Job", "llmperf"), ("Job", "prepare"), ("Job", "prepare")]
+    assert sorted(v.prefix for v in rendered.claims.values()) == sorted(m.prefix for m in spec.store_mounts)
+    benchmark = next(w for w in rendered.workloads if w.name.startswith("llmperf"))
+    assert [line for line in benchmark.pod["containers"][0]["command"][-1].split("\n") if line.startswith(PODSETUP_LINE)]
+    assert any(RUN_CONFIG in data for data in rendered.config_maps.values())
+    for server in (w for w in rendered.workloads if w.kind == "Deployment"):
+        kinds = {next(k for k in v if k != "name") for v in server.pod["volumes"]}
+        assert kinds <= {"emptyDir", "configMap", "persistentVolumeClaim", "secret", "projected"}
+        assert engine.translate(server.pod["containers"][0]["args"])[0]  # every rendered flag is one the engine knows
+
+
 # -- pods as processes -----------------------------------------------------------------------------
 def cluster() -> Cluster:
-    return Cluster(workloads=[], config_maps={"code": {"hello.sh": "echo hello from $(cat /etc/hostname 2>/dev/null || echo x)"}},
-                   secrets={}, services={}, claims={}, roles={})
+    return Cluster(workloads=[], config_maps={}, secrets={}, services={}, claims={})
 
 
 def workload(kind: str, containers: list[dict], sidecars: list[dict] = (), volumes: list[dict] = (), backoff: int = 0) -> Workload:
     pod = {"containers": containers, "initContainers": [{**s, "restartPolicy": "Always"} for s in sidecars],
            "volumes": list(volumes), "terminationGracePeriodSeconds": 2, **({"restartPolicy": "Never"} if kind == "Job" else {})}
-    return Workload(kind=kind, name="w", namespace="ns", labels={}, pod=pod, pod_labels={"app": "w"}, backoff_limit=backoff)
+    return Workload(kind=kind, name="w", namespace="ns", pod=pod, pod_labels={"app": "w"}, backoff_limit=backoff)
 
 
 @pytest.fixture
