@@ -175,12 +175,17 @@ class Rehearsal:
         return folder
 
     def wheelhouse(self, locks: list[Path]) -> Path:
-        """Every wheel the pods' locks name, downloaded once (hash-checked) for their `pip install`."""
+        """Every wheel the pods' locks name, downloaded once (hash-checked) for their `pip install`;
+        a lock whose wheels are all there (its stamp: the lock's own hash) is not asked again."""
         folder = self.cache / "wheels"
         for lock in locks:
+            stamp = folder / f".{lock.name}-{venv.stamp_of(lock)[:16]}"
+            if stamp.exists():
+                continue
             self.say(f"the pods' wheels of {lock.relative_to(PROJECT_DIR)} into {folder}")
             quiet([sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check", "--no-deps",
                    "--require-hashes", "-r", str(lock), "-d", str(folder)])
+            stamp.touch()
         return folder
 
     def start_moto(self) -> str:
