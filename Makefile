@@ -38,10 +38,10 @@ test: lint ## lint, then the test suite
 	"$$PY" -m pytest -q -n "$$TEST_WORKERS"
 
 # checkov in a virtualenv of its own (requirements-scan.txt, every package pinned), then the scan of
-# every stack's Kubernetes objects against security/checkov-allowlist.yaml (offline/scan.py).
+# every stack's Kubernetes objects and AWS resources against security/checkov-allowlist.yaml (offline/scan.py).
 SCAN_VENV ?= .venv-scan
 export SCAN_VENV
-scan: setup $(SCAN_VENV)/.installed ## checkov over every stack's Kubernetes objects, against the allowlist
+scan: setup $(SCAN_VENV)/.installed ## checkov over every stack's Kubernetes objects and AWS resources, against the allowlist
 	@"$$PY" -m tools scan --checkov "$$SCAN_VENV/bin/checkov"
 
 $(SCAN_VENV)/.installed: requirements-scan.txt
