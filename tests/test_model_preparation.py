@@ -74,7 +74,7 @@ def test_the_preparation_identity_writes_only_its_models_and_never_deletes(stack
     trust, policy = role_documents(recording, "model-preparation-role")
     assert f"system:serviceaccount:{spec.namespace}:model-prep" in trust_condition(trust).values()
     assert assert_least_privilege(policy) == 2
-    bucket = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
+    bucket = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["arn"]
     write, listing = policy["Statement"]
     assert write["Resource"] == [f"{bucket}/{m.prefix}*" for m in spec.prepared_models]
     assert sorted(write["Action"]) == ["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"]
@@ -96,7 +96,7 @@ def test_every_server_has_a_restricted_publisher_under_an_identity_that_cannot_d
     trust, policy = role_documents(recording, "server-access-role")
     assert f"system:serviceaccount:{spec.namespace}:vllm" in trust_condition(trust).values()
     assert assert_least_privilege(policy) == 2
-    bucket = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
+    bucket = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["arn"]
     write, _ = policy["Statement"]
     paths = sorted({v.artifact_path for v in spec.variants})
     assert write["Resource"] == [f"{bucket}/{p}*" for path in paths for p in (f"staging/{path}/", f"{path}/")]
@@ -112,7 +112,7 @@ def test_the_pods_are_given_the_modelstore_code_and_lock():
 
 def test_abandoned_staging_sets_expire_and_nothing_else_does():
     recording = recorded(STANDALONE[0])
-    rules = {r["id"]: r for r in recording.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs["rules"]}
+    rules = {r["id"]: r for r in recording.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "model-store").inputs["rules"]}
     assert rules["expire-uncommitted-staging-sets"]["filter"] == {"prefix": "staging/"}
     assert rules["expire-uncommitted-staging-sets"]["expiration"] == {"days": 7}
     assert rules["abort-abandoned-multipart-uploads"]["abortIncompleteMultipartUpload"] == {"daysAfterInitiation": 1}

@@ -7,7 +7,7 @@
     results     fetch the latest (or --run-id) run and write its report (--stack S [--run-id R] [--bucket B])
     sweep       list what Karpenter or EKS left in the stack's region (--stack S)
     destroy     `pulumi destroy`, then the sweep (--stack S)
-    scan        checkov over every stack's Kubernetes objects, against security/checkov-allowlist.yaml
+    scan        checkov over every stack's Kubernetes objects and AWS resources, against security/checkov-allowlist.yaml
                 (--checkov PATH [--stack S]; `make scan` installs checkov)
 
 Exit codes, for every command: 0 all clear; 1 a check, a tool or AWS failed; 2 bad input (an
