@@ -82,18 +82,32 @@ class PreparedModel:
         return f"prepare-{slug(self.model)[:44].rstrip('-')}-{digest}"
 
     @property
+    def checkpoint_bytes(self) -> int:
+        """What the preparation downloads and uploads and each server copies (stackconfig/catalog.py
+        Checkpoint: read from the model's safetensors index, or computed from its config and dtypes)."""
+        if self.info.checkpoint is None:
+            raise ValueError(f"{self.model}: its checkpoint size is unknown (validation refuses such a model)")
+        return self.info.checkpoint.bytes
+
+    @property
     def checkpoint_gib(self) -> int:
-        """The checkpoint's size, from its parameter count and dtype (1 byte per FP8 parameter, 2 per
-        BF16), rounded up: what the preparation downloads and uploads."""
-        per_parameter = 1 if self.info.checkpoint_dtype == "fp8" else 2
-        return max(1, -(-int(self.info.params_billion * per_parameter * 1e9) // 2 ** 30))
+        return gib(self.checkpoint_bytes)
+
+    @property
+    def copies_in_flight(self) -> int:
+        """Local copies of one file while it is prepared: the download, and its rescaled copy for neuron-fp8."""
+        return 2 if self.form == "neuron-fp8" else 1
 
     @property
     def disk_gib(self) -> int:
         """Local disk the preparation needs: the download, plus the rescaled copy for neuron-fp8,
         with a tenth to spare."""
-        copies = 2 if self.form == "neuron-fp8" else 1
-        return -(-self.checkpoint_gib * copies * 11 // 10)
+        return gib(self.checkpoint_bytes * self.copies_in_flight * 11 // 10)
+
+
+def gib(count: int) -> int:
+    """Bytes in GiB, rounded up, at least 1."""
+    return max(1, -(-count // 2 ** 30))
 
 
 def staging_prefix(artifact_path: str) -> str:
