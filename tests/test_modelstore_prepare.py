@@ -111,6 +111,29 @@ def test_a_gated_model_needs_the_token_and_says_so(s3, tmp_path, capsys):
     assert PREFIX + ".complete" in keys(s3)
 
 
+def test_the_token_never_follows_the_hubs_redirect_to_its_cdn(s3, tmp_path):
+    """The hub redirects LFS downloads to another host; urllib would copy Authorization onto that
+    request (the fake CDN refuses it, as presigned storage URLs may). huggingface_hub strips it on
+    a redirect to another host, and so does modelstore/hub.py."""
+    with FakeHub({"org/model": FakeRepo(dict(FILES), token="hf_secret")}) as hub:
+        assert run(s3, hub.url, tmp_path, token="hf_secret") == 0
+    lfs = sorted(f"/org/model/{FakeRepo(FILES).commit}/{f}" for f in FILES if f.endswith(".safetensors"))
+    assert sorted(hub.cdn_requests) == lfs and hub.token_seen_by_cdn == []
+    assert PREFIX + ".complete" in keys(s3)
+
+
+@pytest.mark.parametrize("target, keeps", [("https://huggingface.co/api/other", True), ("https://cdn-lfs.hf.co/x", False),
+                                           ("https://huggingface.co:8443/x", False), ("http://huggingface.co/x", False)])
+def test_a_redirect_keeps_the_token_only_at_the_same_origin(target, keeps):
+    import urllib.request
+
+    from modelstore.hub import TokenStaysHome
+
+    request = urllib.request.Request("https://huggingface.co/org/model/resolve/main/a", headers={"Authorization": "Bearer t"})
+    follow = TokenStaysHome().redirect_request(request, None, 302, "Found", {}, target)
+    assert follow.has_header("Authorization") is keeps
+
+
 def test_the_token_is_read_from_the_file_the_pod_mounts(tmp_path):
     token = tmp_path / "token"
     token.write_text("hf_from_file\n")
