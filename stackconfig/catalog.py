@@ -253,8 +253,7 @@ class InstanceShape:
         10 % of capacity rounded up (L557). emptyDir volumes live there (Karpenter docs,
         concepts/nodeclasses.md "spec.instanceStorePolicy": the RAID0 array is the filesystem of
         the kubelet and containerd)."""
-        capacity = self.instance_store_gb * 10 ** 9
-        return math.floor((capacity - 2 ** 30 - math.ceil(capacity / 10)) / 2 ** 30)
+        return karpenter_allocatable_ephemeral_gib(self.instance_store_gb)
 
     @property
     def allocatable_cpu_millicores(self) -> int:
@@ -263,6 +262,12 @@ class InstanceShape:
         steps = ((1, 60), (1, 10), (2, 5), (self.vcpus - 4, 2.5))
         reserved = sum(cores * per_core for cores, per_core in steps)
         return self.vcpus * 1000 - math.ceil(reserved)
+
+
+def karpenter_allocatable_ephemeral_gib(instance_store_gb: float) -> int:
+    """InstanceShape.allocatable_ephemeral_gib's arithmetic for an instance store of this many GB."""
+    capacity = instance_store_gb * 10 ** 9
+    return math.floor((capacity - 2 ** 30 - math.ceil(capacity / 10)) / 2 ** 30)
 
 
 KARPENTER_VM_MEMORY_OVERHEAD = 0.075

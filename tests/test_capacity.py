@@ -243,8 +243,13 @@ def pairing_stacks() -> list[str]:
 @pytest.mark.parametrize("stack", pairing_stacks())
 def test_every_server_fits_its_share_of_the_instance_store_and_every_preparation_its_request(stack):
     from components.pairing.model_preparation import job_spec
+    from components.platform.preparation_nodes import MIN_LOCAL_NVME_GIB
+    from stackconfig.catalog import karpenter_allocatable_ephemeral_gib
     from stackconfig.server import compiled_set_bytes, node_cache_gib
+    from stackconfig.store import PREPARATION_STREAMS
 
+    # Karpenter may launch any preparation node with this much NVMe (instance-local-nvme, in GiB).
+    smallest_node = karpenter_allocatable_ephemeral_gib(MIN_LOCAL_NVME_GIB * 2 ** 30 / 10 ** 9)
     spec = load_stack(stack).spec()
     shape = spec.capacity.shape
     for variant in spec.variants:
@@ -256,7 +261,10 @@ def test_every_server_fits_its_share_of_the_instance_store_and_every_preparation
         (container,) = pod["containers"]
         request = int(container["resources"]["requests"]["ephemeral-storage"].removesuffix("Gi"))
         scratch = next(v for v in pod["volumes"] if v["name"] == "scratch")["emptyDir"]["sizeLimit"]
-        assert model.checkpoint_bytes * model.copies_in_flight <= int(scratch.removesuffix("Gi")) * GIB <= request * GIB, model.model
+        assert model.scratch_bytes <= int(scratch.removesuffix("Gi")) * GIB < request * GIB <= smallest_node * GIB, model.model
+        assert model.scratch_bytes < model.checkpoint_bytes or model.checkpoint_bytes < 20 * GIB  # bounded, not the model's size
+        command = container["command"][2]
+        assert f"--scratch-bytes {model.scratch_bytes} --parallel {PREPARATION_STREAMS}" in command
 
 
 def test_seed_004s_three_405b_servers_hold_the_real_checkpoints_with_replicated_kv_heads():
