@@ -19,6 +19,7 @@ import yaml
 
 from stackconfig import ConfigError, PlatformSpec, StackSpec
 from stackconfig.server import compiled_set_gib, node_cache_gib
+from stackconfig.store import unpinned
 from stackconfig.timeline import cold_path, describe, study_modes
 from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION, stack_addons
 
@@ -96,6 +97,9 @@ def pairing_lines(spec: StackSpec) -> list[str]:
         lines.append(f"  {model.job_name:<44} {model.model}@{model.revision} ({model.form}, ~{model.checkpoint_gib} GiB) -> {model.prefix}")
         lines.append(f"  {'':<44} checkpoint {model.checkpoint_bytes:,} bytes ({model.info.checkpoint.source}); "
                      f"local disk {model.disk_gib} GiB")
+    if unpinned(spec.prepared_models):
+        lines.append(f"  unpinned           {', '.join(unpinned(spec.prepared_models))}: prepared from main as it is when first "
+                     f"prepared; pin them with `make lock STACK={spec.stack}`")
     lines += ["", "Cold path (estimates; each step logs the rate it reaches):"]
     for step in cold_path(spec):
         lines.append(f"  {step.name:<10} {describe(step):<32} {step.assumes}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Iterable, Literal
 
 from .catalog import ModelInfo
 from .naming import slug
@@ -64,6 +64,11 @@ FP8 range, with its modules_to_not_convert file (modelstore/fp8.py)."""
 
 def is_commit(revision: str) -> bool:
     return bool(_COMMIT_SHA.match(revision))
+
+
+def unpinned(models: Iterable[PreparedModel]) -> list[str]:
+    """The models prepared from `main` (no commit in `modelRevisions`): what `make lock` pins."""
+    return sorted({m.model for m in models if m.revision == UNPINNED_REVISION})
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ class FakeRepo:
     commit: str = "0123456789abcdef0123456789abcdef01234567"
     lfs: tuple[str, ...] = (".safetensors",)
     """Suffixes stored with Git LFS (listed with their sha256); the rest are plain git blobs."""
+    tags: tuple[str, ...] = ()
+    """Refs besides `main` that point to `commit`."""
     corrupt: str | None = None
     """A path served with one byte changed (what the metadata lists stays right)."""
     token: str | None = None
@@ -119,7 +121,7 @@ class FakeHub:
                 return 401, b'{"error": "Access to model is restricted"}'
             if path.startswith(api):
                 revision = path[len(api):]
-                if revision not in ("main", repo.commit):
+                if revision not in ("main", repo.commit, *repo.tags):
                     return 404, b'{"error": "Revision Not Found"}'
                 document = {"id": name, "sha": repo.commit,
                             "siblings": [repo.sibling(p, c) for p, c in sorted(repo.files.items())]}
