@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from .model import StackSpec, Variant
 from .server import compiled_set_gib
+from .store import PREPARATION_STREAMS
 
 GBIT = 1e9 / 8
 """Bytes per second in one Gbit/s."""
@@ -34,7 +35,7 @@ class Rate:
     source: str
 
 
-HUB_DOWNLOAD = Rate(4 * GBIT, "assumed: 4 Gbit/s from the hub with 8 files at a time; the hub publishes no figure")
+HUB_DOWNLOAD = Rate(4 * GBIT, f"assumed: 4 Gbit/s from the hub with {PREPARATION_STREAMS} files at a time; the hub publishes no figure")
 RESCALE = Rate(4 * GBIT, "assumed: 0.5 GB/s of FP8 shards through numpy on one core")
 PREPARATION_UPLOAD = Rate(10 * GBIT, "assumed: 10 Gbit/s to S3, below the preparation nodes' 25 Gbit/s floor "
                                      "(components/platform/preparation_nodes.py)")

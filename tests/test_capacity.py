@@ -262,7 +262,6 @@ def test_every_server_fits_its_share_of_the_instance_store_and_every_preparation
         request = int(container["resources"]["requests"]["ephemeral-storage"].removesuffix("Gi"))
         scratch = next(v for v in pod["volumes"] if v["name"] == "scratch")["emptyDir"]["sizeLimit"]
         assert model.scratch_bytes <= int(scratch.removesuffix("Gi")) * GIB < request * GIB <= smallest_node * GIB, model.model
-        assert model.scratch_bytes < model.checkpoint_bytes or model.checkpoint_bytes < 20 * GIB  # bounded, not the model's size
         command = container["command"][2]
         assert f"--scratch-bytes {model.scratch_bytes} --parallel {PREPARATION_STREAMS}" in command
 
@@ -284,3 +283,5 @@ def test_seed_004s_three_405b_servers_hold_the_real_checkpoints_with_replicated_
         assert node_cache_gib(variant) * GIB > 2 * target + replicated_kv
     assert sd.prepared_draft.model == "meta-llama/Llama-3.2-1B-Instruct" and 2 * GIB < sd.prepared_draft.checkpoint_bytes < 3 * GIB
     assert compiled_set_bytes(sd) > compiled_set_bytes(fp8) + sd.prepared_draft.checkpoint_bytes  # the fused draft is saved too
+    # Each preparation streams: its local disk is a few shards, not the checkpoint (~907 GiB for FP8 before).
+    assert fp8.prepared_target.disk_gib < 50 and bf16.prepared_target.disk_gib < 25
