@@ -8,7 +8,7 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 export STACK RUN BUCKET PREVIEW JSON SKIP_PREFLIGHT ALLOW_OPEN_ENDPOINT PY PYTHON VENV
 
-.PHONY: help setup test lint scan mutate plan plan-all preflight up destroy sweep benchmark results
+.PHONY: help setup test lint scan mutate plan plan-all lock preflight up destroy sweep benchmark results
 
 help: ## list the targets
 	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] | make plan-all | make test | make scan | make mutate"
@@ -69,6 +69,9 @@ plan: setup ## what `pulumi up` would create, offline: STACK=<s> [PREVIEW=1]
 
 plan-all: setup ## plan every stack
 	@"$$PY" -m tools plan-all
+
+lock: setup ## pin each model the stack serves to a hub commit: STACK=<s> [REFS="<model>=<ref> ..."]
+	@"$$PY" -m tools lock --stack "$$STACK" $$(for r in $$REFS; do printf -- '--ref %s ' "$$r"; done)
 
 preflight: setup ## read-only checks with your credentials: STACK=<s> [JSON=1]
 	@"$$PY" -m tools preflight --stack "$$STACK" $${JSON:+--json}

@@ -85,13 +85,20 @@ def upload_tree(client: Any, bucket: str, prefix: str, root: Path, progress: Pro
 
     def one(path: Path) -> Entry:
         relative = path.relative_to(root).as_posix()
-        digest = known.get(relative) or sha256_of(path)
-        client.upload_file(str(path), bucket, prefix + relative, Callback=progress.add)
-        return Entry(relative, path.stat().st_size, digest)
+        return upload_file(client, bucket, prefix, relative, path, progress, known.get(relative))
 
     chosen = [p for p in files_under(root) if p.relative_to(root).as_posix() not in skip]
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         return sorted(pool.map(one, chosen), key=lambda e: e.path)
+
+
+def upload_file(client: Any, bucket: str, prefix: str, relative: str, path: Path, progress: Progress,
+                sha256: str | None = None) -> Entry:
+    """Upload one file to `prefix` + `relative` (boto3's transfer manager: a multipart upload of
+    8 MiB parts, several at once, above 8 MiB), hashing it unless its sha256 is known."""
+    digest = sha256 or sha256_of(path)
+    client.upload_file(str(path), bucket, prefix + relative, Callback=progress.add)
+    return Entry(relative, path.stat().st_size, digest)
 
 
 def copy_set(client: Any, bucket: str, entries: list[Entry], source: str, target: str, progress: Progress,

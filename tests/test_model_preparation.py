@@ -43,7 +43,8 @@ def test_one_preparation_job_per_prepared_model_on_the_preparation_nodes(stack):
         assert not [v for v in pod["volumes"] if "hostPath" in v]
         args = container["command"][2].splitlines()[-1]
         assert f"--model {model.model} --revision {model.revision} --form {model.form}" in args and f"--prefix {model.prefix}" in args
-        assert container["resources"]["requests"]["ephemeral-storage"] == f"{model.disk_gib}Gi"
+        assert container["resources"]["requests"]["ephemeral-storage"] == f"{model.disk_gib + 3}Gi"  # scratch, deps, tmp
+        assert f"--scratch-bytes {model.scratch_bytes} --parallel 4" in args
 
 
 def test_the_fp8_job_checks_the_bf16_modules_the_servers_are_told():

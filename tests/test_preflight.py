@@ -648,7 +648,7 @@ def test_json_output_for_machines(preflight_env, capsys):
     checks = {r["check"]: r for r in report["results"]}
     assert checks["AMI"]["status"] == "FAIL" and checks["offerings"]["status"] == "PASS"
     assert set(checks) == {"credentials", "CLIs", "offerings", "quota", "reservations", "AMI", "EKS add-ons",
-                           "Kubernetes", "API endpoint", "Hugging Face", "cost"}
+                           "Kubernetes", "API endpoint", "Hugging Face", "model revisions", "cost"}
     assert checks["cost"]["data"]["perRunUsd"] > 0
 
 
@@ -763,7 +763,7 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis)
     status = {r.check: r.status for r in results}
     assert status == {"credentials": "PASS", "CLIs": "PASS", "offerings": "PASS", "quota": "PASS", "reservations": "PASS",
                       "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "API endpoint": "WARN",
-                      "Hugging Face": "PASS", "cost": "WARN"}
+                      "Hugging Face": "PASS", "model revisions": "PASS", "cost": "WARN"}
     (cost_result,) = [r for r in results if r.check == "cost"]
     assert "reserved capacity bills by its own terms" in cost_result.found
 
