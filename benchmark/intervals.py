@@ -1,4 +1,5 @@
-"""Confidence intervals for a ratio of two measured times, from repeats, with the standard library.
+"""Confidence intervals for a ratio of two measured times (and for a positive figure measured
+once per repeat), from repeats, with the standard library.
 
 A speedup is baseline time / SD time. Each repeat gives one median per side; the interval is
 Welch's t interval on the difference of the means of their logarithms, exponentiated (a ratio of
@@ -88,3 +89,16 @@ def ratio_interval(numerators: list[float], denominators: list[float], confidenc
     df = welch_df(var_a, len(logs_a), var_b, len(logs_b))
     half = t_quantile(1 - (1 - confidence) / 2, df) * se
     return {**result, "low": math.exp(difference - half), "high": math.exp(difference + half), "df": df}
+
+
+def log_interval(values: list[float], confidence: float = CONFIDENCE) -> dict:
+    """The geometric mean of positive `values` and Student's t interval of the mean of their
+    logarithms, exponentiated (None with one value)."""
+    logs = [math.log(v) for v in values]
+    centre = statistics.fmean(logs)
+    result = {"value": math.exp(centre), "low": None, "high": None, "df": None}
+    if len(logs) < 2:
+        return result
+    df = len(logs) - 1
+    half = t_quantile(1 - (1 - confidence) / 2, df) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return {**result, "low": math.exp(centre - half), "high": math.exp(centre + half), "df": df}

@@ -10,7 +10,8 @@ never averaged in. Across repeats:
   the server's counters summed over the repeats (else the streamed chunks' implied length), and
   per position where the counters give it;
 - goodput: the requests meeting both the TTFT and the TPOT target (study.ttftTargetMs,
-  tpotTargetMs), as a share of those asked and per minute of the case's wall time;
+  tpotTargetMs), as a share of every request the proxy saw (the population they are counted
+  over) and per minute of the case's wall time;
 - cost per million output tokens: the configuration's share of the node's list price over its
   measured overall throughput (analysis.case_figures).
 - the bound: Leviathan et al.'s speedup E[tokens per step] / (c k + 1), with E measured (the mean
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from . import acceptance, analysis
-from .intervals import ratio_interval
+from .intervals import log_interval, ratio_interval
 from .results import load_case
 
 STUDY_FILE = "study.json"
@@ -50,12 +51,17 @@ def run_id(study_id: str, repeat: int) -> str:
 
 
 def goodput(case, ttft_ms: int | None, tpot_ms: int | None) -> dict[str, Any]:
-    ok = case.ok
-    good = [r for r in ok
+    """The requests meeting both targets, counted over one population: every request the proxy
+    saw, LLMPerf's discarded extras included, which is also what the share divides by. (Counting
+    the good over all of them and dividing by the requests asked gave shares above 100 %.) vLLM's
+    benchmark does the same: good and completed both over the outputs of the requests it sent
+    (vllm-project/vllm@0049e29c:benchmarks/benchmark_serving.py calculate_metrics)."""
+    good = [r for r in case.ok
             if (ttft_ms is None or (r.ttft_s is not None and r.ttft_s * 1000 <= ttft_ms))
             and (tpot_ms is None or (r.time_per_output_token_s is not None and r.time_per_output_token_s * 1000 <= tpot_ms))]
     wall = analysis.wall_time_s(case.requests)
-    return {"good": len(good), "asked": case.asked, "share": len(good) / case.asked if case.asked else None,
+    population = len(case.requests)
+    return {"good": len(good), "requests": population, "share": len(good) / population if population else None,
             "per_minute": len(good) / wall * 60 if wall else None}
 
 
@@ -108,40 +114,70 @@ def fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
     return mean_y - slope * mean_x, slope
 
 
-def cost_ratios(rows: dict[str, dict[str, Any]], variants: dict[str, dict], base_tpot: dict[str, float | None],
-                alone: dict[tuple[str, str], dict]) -> dict[str, dict]:
-    """Per draft (and baseline): c, measured from the draft served alone where it was (`alone`:
-    (draft, baseline) -> TPOT ratio with its interval), else derived from the fit of SD step time
-    over the window across the draft's configurations; both where both exist."""
-    fits: dict[tuple[str, str], dict] = {}
-    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for name, row in rows.items():
-        v = variants[name]
-        if row.get("tpot_s") and row["acceptance"]["length"]:
-            groups.setdefault((v["draft"], v["baseline"]), []).append((v["numSpeculativeTokens"], row["tpot_s"] * row["acceptance"]["length"]))
-    for (draft, baseline), points in groups.items():
-        line, base = fit_line(points), base_tpot.get(baseline)
-        if line is None or not base:
-            why = "needs two windows of this draft with measured acceptance" if line is None else "no baseline TPOT"
-            fits[(draft, baseline)] = {"c": None, "why": why, "windows": len(points)}
+def repeat_length(entry: dict[str, Any]) -> float | None:
+    """One repeat's mean accepted length: its counters, else its streamed chunks' implied length."""
+    counters = entry.get("counters")
+    if counters and counters.get("drafts"):
+        return acceptance.from_counters(counters)["mean_acceptance_length"]
+    return entry.get("implied_length")
+
+
+def derived_cost(figures: dict, variants: dict[str, dict], draft: str, baseline: str, test_case: str) -> dict[str, Any]:
+    """c of `draft` in one test case, from the fit of SD step time over the window, repeat by
+    repeat: each repeat's slope over the baseline's TPOT in that repeat (so drift between repeats
+    moves both); c is their geometric mean, with the t interval of their logarithms. A repeat
+    whose slope is not positive makes c unstable: it is not printed, and the draft should be timed
+    alone."""
+    names = [n for n, v in variants.items() if v["role"] == "sd" and (v["draft"], v["baseline"]) == (draft, baseline)]
+    slopes: dict[int, float] = {}
+    intercepts: list[float] = []
+    windows = 0
+    for repeat, base in sorted(figures[baseline][test_case].items()):
+        if not base["usable"]:
             continue
-        if line[1] <= 0:  # step time not growing with the window: noise, or a draft too cheap to resolve
-            fits[(draft, baseline)] = {"c": None, "windows": len(points), "why": f"the fitted slope of step time over the "
-                                       f"window is {line[1] * 1000:.3f} ms per token, not positive: no cost to derive"}
-            continue
-        fits[(draft, baseline)] = {"c": line[1] / base, "verify_ratio": line[0] / base, "windows": len(points),
-                                   "source": f"derived: slope of SD step time (TPOT x mean accepted length) over the window, "
-                                             f"least squares across {len(points)} windows of this draft, / the baseline's TPOT"}
-    ratios = {}
-    for name in rows:
-        key = (variants[name]["draft"], variants[name]["baseline"])
-        fit = fits.get(key, {"c": None, "why": "no SD figures"})
-        measured = alone.get(key)
-        if measured and measured["value"] is not None:
-            fit = {**{f"derived_{k}": v for k, v in fit.items()}, "c": measured["value"], "c_low": measured["low"],
-                   "c_high": measured["high"], "source": "measured: the draft served alone at the stack's shape, its TPOT / the baseline's"}
-        ratios[name] = fit
-    return ratios
+        points = [(variants[n]["numSpeculativeTokens"], e["tpot_s"] * length) for n in names
+                  for e in [figures[n][test_case].get(repeat)] if e and e["usable"] and (length := repeat_length(e))]
+        line = fit_line(points)
+        if line is not None:
+            slopes[repeat], windows = line[1] / base["tpot_s"], max(windows, len(points))
+            intercepts.append(line[0] / base["tpot_s"])
+    if not slopes:
+        return {"c": None, "why": "needs two windows of this draft with measured acceptance, and the baseline, in one repeat",
+                "windows": len(names)}
+    if any(c <= 0 for c in slopes.values()):
+        shown = ", ".join(f"repeat {r}: {c:.3f}" for r, c in slopes.items())
+        return {"c": None, "unstable": True, "c_repeats": slopes, "windows": windows,
+                "why": f"the fitted slope of step time over the window is not positive in every repeat ({shown}): "
+                       "this draft's cost is too small to resolve this way"}
+    interval = log_interval(list(slopes.values()))
+    return {"c": interval["value"], "c_low": interval["low"], "c_high": interval["high"], "c_repeats": slopes,
+            "verify_ratio": statistics.fmean(intercepts), "windows": windows, "repeats": len(slopes),
+            "source": f"derived: slope of SD step time (TPOT x mean accepted length) over the window, least squares "
+                      f"across {windows} windows of this draft per repeat, / that repeat's baseline TPOT"}
+
+
+def overall_cost(per_case: list[dict[str, Any]]) -> dict[str, Any]:
+    """c over the test cases: per repeat, the geometric mean of the cases' c (the repeats where
+    every case has one), then as for one case."""
+    missing = [f for f in per_case if f.get("c") is None]
+    if missing:
+        return {"c": None, "unstable": any(f.get("unstable") for f in missing),
+                "why": f"no c in {len(missing)} of {len(per_case)} test cases ({missing[0]['why']})"}
+    repeats = sorted(set.intersection(*(set(f["c_repeats"]) for f in per_case)))
+    if not repeats:
+        return {"c": None, "why": "no repeat gives c in every test case"}
+    interval = log_interval([math.exp(statistics.fmean(math.log(f["c_repeats"][r]) for f in per_case)) for r in repeats])
+    return {"c": interval["value"], "c_low": interval["low"], "c_high": interval["high"], "repeats": len(repeats),
+            "verify_ratio": statistics.fmean(f["verify_ratio"] for f in per_case),
+            "source": "derived: per repeat, the geometric mean over the test cases of each case's derived c"}
+
+
+def with_measured(fit: dict[str, Any], measured: dict[str, Any] | None) -> dict[str, Any]:
+    """The derived fit, or the measured c (the draft served alone) with the derived one beside it."""
+    if not measured or measured["value"] is None:
+        return fit
+    return {**{f"derived_{k}": v for k, v in fit.items()}, "c": measured["value"], "c_low": measured["low"],
+            "c_high": measured["high"], "source": "measured: the draft served alone at the stack's shape, its TPOT / the baseline's"}
 
 
 def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]:
@@ -158,6 +194,8 @@ def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]
         if outcomes.get(name, {}).get("status") == "failed":
             figures[name] = {t: {} for t in test_cases}
     table: dict[str, dict[str, dict[str, Any]]] = {}
+    derived: dict[tuple[str, str], dict[str, Any]] = {}
+    """(configuration, test case) -> its draft's derived c there."""
     excluded = dropped + [f"{name} / {t} / repeat {r}: {e['completed']} of {e['asked']} completed, LLMPerf exit {e['exit_code']}"
                 for name, by_case in figures.items() for t, repeats in by_case.items() for r, e in repeats.items() if not e["usable"]]
     for scope in test_cases + ["overall"]:
@@ -175,17 +213,26 @@ def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]
                 row["speedup_tpot"] = ratio_interval(base["tpot_s"], samples["tpot_s"])
                 row["speedup_e2e"] = ratio_interval(base["e2e_s"], samples["e2e_s"])
             rows[name] = row
-        sd = {n: r for n, r in rows.items() if variants[n]["role"] == "sd"}
-        alone = {}
-        for name, draft in (study.get("draftsAlone") or {}).items():
-            base_tpot, alone_tpot = _alone_pair(figures, variants[name], test_cases, scope)
-            alone[(draft, variants[name]["baseline"])] = ratio_interval(alone_tpot, base_tpot)  # c = alone / baseline
-        ratios = cost_ratios(sd, variants, {n: rows[n]["tpot_s"] for n in rows}, alone)
-        for name, row in sd.items():
-            fit, k, length = ratios[name], variants[name]["numSpeculativeTokens"], row["acceptance"]["length"]
-            bound = length / (fit["c"] * k + 1) if fit["c"] is not None and length else None
-            measured = row["speedup_tpot"]["value"]
-            row["bound"] = {**fit, "speedup_bound": bound, "reached": measured / bound if bound and measured else None}
+        # c measured: the draft served alone, its TPOT / the baseline's.
+        alone = {(draft, variants[name]["baseline"]): ratio_interval(*_alone_pair(figures, variants[name], test_cases, scope))
+                 for name, draft in (study.get("draftsAlone") or {}).items()}
+        for name in (n for n in rows if variants[n]["role"] == "sd"):
+            v, row = variants[name], rows[name]
+            key = (v["draft"], v["baseline"])
+            speedup = row["speedup_tpot"]["value"]
+            if scope == "overall":
+                # Over the test cases: c from the cases' fits, and the bound the geometric mean of
+                # the cases' bounds, as the overall speedup is of the cases' speedups.
+                fit = with_measured(overall_cost([derived[(name, t)] for t in test_cases]), alone.get(key))
+                bounds = [table[t][name]["bound"]["speedup_bound"] for t in test_cases]
+                bound = _geomean(bounds) if all(bounds) else None
+                row["bound"] = {**fit, "speedup_bound": bound, "reached": speedup / bound if bound and speedup else None}
+            else:
+                derived[(name, scope)] = derived_cost(figures, variants, *key, scope)
+                fit = with_measured(derived[(name, scope)], alone.get(key))
+                length = row["acceptance"]["length"]
+                bound = length / (fit["c"] * v["numSpeculativeTokens"] + 1) if fit["c"] is not None and length else None
+                row["bound"] = {**fit, "speedup_bound": bound, "reached": speedup / bound if bound and speedup else None}
         table[scope] = rows
     return {"study": study, "status": study_record["status"], "reason": study_record.get("reason"),
             "configurations": study_record["configurations"], "variants": study_record["variants"],
@@ -194,9 +241,9 @@ def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]
 
 
 def _alone_pair(figures: dict, variant: dict, test_cases: list[str], scope: str) -> tuple[list[float], list[float]]:
-    """(baseline TPOTs, draft-alone TPOTs) per repeat, for c = alone / baseline."""
-    return (_samples(figures[variant["baseline"]], test_cases, scope)["tpot_s"],
-            _samples(figures[variant["name"]], test_cases, scope)["tpot_s"])
+    """(draft-alone TPOTs, baseline TPOTs) per repeat, for c = alone / baseline."""
+    return (_samples(figures[variant["name"]], test_cases, scope)["tpot_s"],
+            _samples(figures[variant["baseline"]], test_cases, scope)["tpot_s"])
 
 
 def _samples(by_case: dict[str, dict[int, dict]], test_cases: list[str], scope: str) -> dict[str, list[float]]:
@@ -220,9 +267,9 @@ def _mean(values: list[float | None]) -> float | None:
 
 
 def _pooled_goodput(usable: list[dict]) -> dict[str, Any]:
-    asked = sum(e["goodput"]["asked"] or 0 for e in usable)
+    requests = sum(e["goodput"]["requests"] for e in usable)
     good = sum(e["goodput"]["good"] for e in usable)
-    return {"good": good, "asked": asked, "share": good / asked if asked else None,
+    return {"good": good, "requests": requests, "share": good / requests if requests else None,
             "per_minute": _mean([e["goodput"]["per_minute"] for e in usable])}
 
 

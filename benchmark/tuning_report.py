@@ -25,7 +25,7 @@ HOW_TO_READ = (
     "derived from the slope of SD step time over the window across this draft's windows (benchmark/study.py), so it "
     "needs two windows of a draft; where the draft was served alone (study.timeDraftsAlone), c is measured instead: "
     "its TPOT / the baseline's, printed as that row's c with its interval. 'reached' = measured speedup / bound. Goodput = requests meeting both targets, "
-    "as a share of those asked. $/M = the configuration's share of the node's list price per million output tokens. "
+    "of every request sent (LLMPerf's discarded extras included, on both sides). $/M = the configuration's share of the node's list price per million output tokens. "
     "Failed, short and crashed cases are listed and never averaged in.")
 
 
@@ -67,7 +67,7 @@ def scope_table(summary: dict[str, Any], scope: str) -> list[str]:
             f"{number(row['tpot_s'], 1000, 2)} | {speedups[0]} | {speedups[1]} | "
             f"{number(acceptance['rate'], 100, 1, '%')} | {number(acceptance['length'], digits=2)} | {per_position} | "
             f"{_c(row, name, summary)} | {number(bound.get('speedup_bound'), digits=2, suffix='x')} | {number(bound.get('reached'), 100, 0, '%')} | "
-            f"{goodput['good']}/{goodput['asked']} | {number(row['usd_per_million'], digits=2)} |")
+            f"{goodput['good']}/{goodput['requests']} | {number(row['usd_per_million'], digits=2)} |")
     return lines
 
 
