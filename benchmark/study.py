@@ -23,9 +23,17 @@ never averaged in. Across repeats:
     time is TPOT x mean accepted length, so the slope b of step time over k, fitted by least
     squares across a draft's windows in this study, over the baseline's TPOT, is c. It needs two
     windows of the draft; it is the only way for an EAGLE3 head (which cannot run alone: it needs
-    the target's hidden states). The intercept a over the baseline's TPOT is printed beside it as
-    the verification step's cost relative to a plain decode step.
-  Where both exist, the bound uses the measured c and the derived one is printed beside it.
+    the target's hidden states). The fit is made per test case and per repeat (that repeat's TPOT
+    and counters, over that repeat's baseline TPOT); c is the geometric mean over the repeats with
+    the t interval of their logarithms. A repeat whose slope is not positive leaves c out, and a
+    t interval of the slopes reaching 0 marks it unstable: the report then recommends timing the
+    draft alone. The intercept a over the baseline's TPOT is printed beside it as the
+    verification step's cost relative to a plain decode step.
+  Where both exist, the bound uses the measured c and the derived one is printed beside it. The
+  bound is per test case, from that case's c and mean accepted length; "overall" is the
+  geometric mean of the cases' bounds (as the overall speedup is of the cases' speedups), and the
+  overall derived c, per repeat, the geometric mean of the cases' c. (A TPOT averaged over the test
+  cases times a length pooled over all their steps is no step time: c came out biased.)
 """
 from __future__ import annotations
 
@@ -36,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from . import acceptance, analysis
-from .intervals import log_interval, ratio_interval
+from .intervals import CONFIDENCE, log_interval, ratio_interval, t_quantile
 from .results import load_case
 
 STUDY_FILE = "study.json"
@@ -151,9 +159,19 @@ def derived_cost(figures: dict, variants: dict[str, dict], draft: str, baseline:
                        "this draft's cost is too small to resolve this way"}
     interval = log_interval(list(slopes.values()))
     return {"c": interval["value"], "c_low": interval["low"], "c_high": interval["high"], "c_repeats": slopes,
+            "unstable": reaches_zero(list(slopes.values())),
             "verify_ratio": statistics.fmean(intercepts), "windows": windows, "repeats": len(slopes),
             "source": f"derived: slope of SD step time (TPOT x mean accepted length) over the window, least squares "
                       f"across {windows} windows of this draft per repeat, / that repeat's baseline TPOT"}
+
+
+def reaches_zero(values: list[float], confidence: float = CONFIDENCE) -> bool:
+    """Whether Student's t interval of the mean of `values`, on their own scale, reaches 0: the
+    repeats do not tell the slope from none."""
+    if len(values) < 2:
+        return False
+    half = t_quantile(1 - (1 - confidence) / 2, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return statistics.fmean(values) - half <= 0
 
 
 def overall_cost(per_case: list[dict[str, Any]]) -> dict[str, Any]:
@@ -168,6 +186,7 @@ def overall_cost(per_case: list[dict[str, Any]]) -> dict[str, Any]:
         return {"c": None, "why": "no repeat gives c in every test case"}
     interval = log_interval([math.exp(statistics.fmean(math.log(f["c_repeats"][r]) for f in per_case)) for r in repeats])
     return {"c": interval["value"], "c_low": interval["low"], "c_high": interval["high"], "repeats": len(repeats),
+            "unstable": any(f["unstable"] for f in per_case),
             "verify_ratio": statistics.fmean(f["verify_ratio"] for f in per_case),
             "source": "derived: per repeat, the geometric mean over the test cases of each case's derived c"}
 

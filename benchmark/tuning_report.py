@@ -87,7 +87,19 @@ def _c(row: dict[str, Any], name: str, summary: dict[str, Any]) -> str:
     if bound.get("source", "").startswith("measured"):
         derived = f"; derived {bound['derived_c']:.3f}" if bound.get("derived_c") is not None else ""
         return f"{bound['c']:.3f} measured{derived}"
+    if bound.get("c_low") is not None:
+        return f"{bound['c']:.3f} [{bound['c_low']:.3f}, {bound['c_high']:.3f}] derived"
     return f"{bound['c']:.3f} derived"
+
+
+def unstable_lines(summary: dict[str, Any], scope: str) -> list[str]:
+    """One line per draft whose derived c is unstable here (a slope not positive in some repeat, or
+    an interval reaching 0), recommending it be measured instead."""
+    variants = {v["name"]: v for v in summary["variants"]}
+    drafts = sorted({variants[n]["draft"] for n, r in summary["table"][scope].items()
+                     if (r.get("bound") or {}).get("unstable") or (r.get("bound") or {}).get("derived_unstable")})
+    return [f"- c of {d} is unstable in this fit: serve the plain draft alone to measure it (study.timeDraftsAlone: "
+            "true; an EAGLE3 head cannot run alone)" for d in drafts]
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -112,7 +124,8 @@ def markdown(report: dict[str, Any]) -> str:
             lines += [f"### {title}", ""] + scope_table(summary, scope) + [""]
             unbounded = [f"- no bound for {n}: {r['bound']['why']}" for n, r in summary["table"][scope].items()
                          if r.get("bound") and r["bound"].get("c") is None and summary["configurations"][n]["status"] == "done"]
-            lines += unbounded + ([""] if unbounded else [])
+            lines += unbounded + unstable_lines(summary, scope)
+            lines += [""] if lines[-1] else []
             choice = summary["best"][scope]
             if choice:
                 close = (f"; not distinguishable with these repeats: {', '.join(choice['indistinguishable'])}"

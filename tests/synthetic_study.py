@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DECAY = 0.95
-TTFT_S, TOKENS, DRAFTS_COUNTED = 0.05, 65, 1000
+TTFT_S, TOKENS = 0.05, 65
 SPREAD = (0.80, 0.90, 0.95, 0.97, 0.99, 1.0, 1.01, 1.03, 1.05, 1.10, 1.20)
 """Per request, times the case's TPOT, in the order sent; its median is 1."""
 
@@ -38,6 +38,8 @@ class Truth:
     """(draft, test case) -> acceptance of the first position."""
     c: dict[str, float]
     windows: tuple[int, ...]
+    drafts_counted: dict[str, int]
+    """Test case -> SD steps its requests take (the counters' drafts): test cases differ in length."""
     repeats: int = 3
     asked: int = 8
     concurrency: int = 4
@@ -150,7 +152,8 @@ def _write_case(folder: Path, truth: Truth, name: str, test_case: str, tpot: flo
         draft, k = split(name)
         positions = truth.positions(draft, test_case, k)
         zero = {"drafts": 0, "draft_tokens": 0, "accepted": 0, "per_position": {str(i): 0 for i in range(k)}}
-        after = {"drafts": DRAFTS_COUNTED, "draft_tokens": DRAFTS_COUNTED * k, "accepted": DRAFTS_COUNTED * sum(positions),
-                 "per_position": {str(i): DRAFTS_COUNTED * a for i, a in enumerate(positions)}}
+        drafts = truth.drafts_counted[test_case]
+        after = {"drafts": drafts, "draft_tokens": drafts * k, "accepted": drafts * sum(positions),
+                 "per_position": {str(i): drafts * a for i, a in enumerate(positions)}}
         (folder / "specdecode.json").write_text(json.dumps({"before": zero, "after": after}))
     return good

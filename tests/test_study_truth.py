@@ -11,11 +11,14 @@ from .synthetic_study import Truth, write
 
 TEST_CASES = {f"case-{i}": 0.030 + 0.004 * i for i in range(10)}
 """Ten test cases, each with its own baseline TPOT (30 to 66 ms)..."""
-P0 = {(d, t): p for d, base in (("qwen3-0-6b", 0.70), ("qwen3-1-7b", 0.82)) for i, t in enumerate(TEST_CASES)
-      for p in [base + 0.015 * (i - 5)]}
-"""... and its own acceptance, falling along the window."""
+P0 = {(d, t): p for d, base in (("qwen3-0-6b", 0.70), ("qwen3-1-7b", 0.80)) for i, t in enumerate(TEST_CASES)
+      for p in [base + 0.04 * (i - 5)]}
+"""... its own acceptance, falling along the window (the longest cases accept the most, as a
+structured reply does)..."""
+DRAFTS_COUNTED = {t: 200 * (1 + i) ** 2 for i, t in enumerate(TEST_CASES)}
+"""... and its own number of SD steps."""
 TRUTH = Truth(base_tpot_s=TEST_CASES, p0=P0, c={"qwen3-0-6b": 0.060, "qwen3-1-7b": 0.110}, windows=(5, 7, 10, 15),
-              noise=0.002, tpot_target_ms=40)
+              drafts_counted=DRAFTS_COUNTED, noise=0.002, tpot_target_ms=40)
 
 
 def close(measured, truth, within=0.02):
@@ -71,3 +74,24 @@ def test_overall_cost_ratio_and_bound_aggregate_the_test_cases(summary):
         assert close(overall["bound"]["c"], TRUTH.c[draft]), (name, overall["bound"])
         assert close(overall["bound"]["speedup_bound"], true_bound), (name, overall["bound"])
         assert close(overall["bound"]["reached"], 1.0), (name, overall["bound"])
+
+
+def test_a_draft_too_cheap_to_resolve_is_unstable_and_the_report_says_to_time_it_alone(tmp_path):
+    """A draft whose cost is lost in the repeats' noise: its fitted slope is not positive in some
+    repeat, or its interval reaches 0; the report prints no derived c for it and recommends
+    timing it alone; the well-resolved draft keeps its c."""
+    from benchmark import tuning_report
+
+    cases = dict(list(TEST_CASES.items())[:2])
+    truth = Truth(base_tpot_s=cases, p0=P0, c={"qwen3-0-6b": 0.0005, "qwen3-1-7b": 0.110}, windows=(5, 7),
+                  drafts_counted=DRAFTS_COUNTED, noise=0.02)
+    written = write(tmp_path, truth, seed=3)
+    report = tuning_report.write_report(tmp_path)
+    table = report[written.study_id]["table"]
+    for scope in [*cases, "overall"]:
+        assert table[scope]["qwen3-0-6b-k5"]["bound"]["unstable"], scope
+        assert not table[scope]["qwen3-1-7b-k5"]["bound"]["unstable"], scope
+    text = (tmp_path / "tuning.md").read_text()
+    assert text.count("- c of qwen3-0-6b is unstable in this fit: serve the plain draft alone to measure it "
+                      "(study.timeDraftsAlone: true") == len(cases) + 1
+    assert "c of qwen3-1-7b is unstable" not in text

@@ -146,7 +146,7 @@ def test_acceptance_goodput_and_the_measured_bound(results):
     assert k2["acceptance"]["per_position"] == [pytest.approx(p, rel=1e-12) for p in positions2]
     assert (k4["acceptance"]["rate"], k4["acceptance"]["length"]) == (pytest.approx(rate4, rel=1e-12), pytest.approx(length4, rel=1e-12))
     # Goodput: TTFT 100 ms <= 200 and TPOT <= 21 ms: k2's TPOT is 20, 25, 22.5 ms: one repeat of three.
-    assert (k2["goodput"]["good"], k2["goodput"]["asked"]) == (2, 6) and k2["goodput"]["share"] == pytest.approx(1 / 3)
+    assert (k2["goodput"]["good"], k2["goodput"]["requests"]) == (2, 6) and k2["goodput"]["share"] == pytest.approx(1 / 3)
     assert table["base"]["goodput"]["good"] == 0 and k4["goodput"]["good"] == 6
     # c measured: d1 served alone, its TPOT over the baseline's (ratio of geometric means).
     c = geomean(ALONE)
@@ -158,11 +158,13 @@ def test_acceptance_goodput_and_the_measured_bound(results):
                                                              pytest.approx(c * math.exp(half), rel=1e-9))
     assert k2["bound"]["speedup_bound"] == pytest.approx(length2 / (c * 2 + 1), rel=1e-12)
     assert k4["bound"]["reached"] == pytest.approx(2.5 / (length4 / (c * 4 + 1)), rel=1e-12)
-    # c derived beside it: s(k) = TPOT(k) x length(k), a line through k = 2 and 4, slope / baseline TPOT.
-    g = geomean(BASE_TPOT)
-    s2, s4 = g / 2 * length2, g / 2.5 * length4
-    assert k2["bound"]["derived_c"] == pytest.approx((s4 - s2) / 2 / g, rel=1e-12)
-    assert k2["bound"]["derived_verify_ratio"] == pytest.approx((s2 - 2 * (s4 - s2) / 2) / g, rel=1e-12)
+    # c derived beside it, repeat by repeat: s(k) = TPOT(k) x length(k) (that repeat's counters), a
+    # line through k = 2 and 4, its slope / that repeat's baseline TPOT; c their geometric mean.
+    lengths = {r: [1 + counters(n, r)[2] / counters(n, r)[0] for n in ("d1-k2", "d1-k4")] for r in (1, 2, 3)}
+    slopes = [(b / 2.5 * lengths[r][1] - b / 2 * lengths[r][0]) / 2 / b for r, b in zip((1, 2, 3), BASE_TPOT)]
+    assert k2["bound"]["derived_c"] == pytest.approx(geomean(slopes), rel=1e-12)
+    assert k2["bound"]["derived_verify_ratio"] == pytest.approx(
+        statistics.fmean(lengths[r][0] / 2 - 2 * c for r, c in zip((1, 2, 3), slopes)), rel=1e-12)
     # One window of d2: no slope to measure c from, and it says why.
     assert table["d2-k7"]["bound"]["c"] is None and "two windows" in table["d2-k7"]["bound"]["why"]
 
