@@ -19,8 +19,9 @@ it is recorded "failed" with the reason, and the study goes on. Each repeat runs
 (driver.run_case, into <study>/repeat-<r>/<variant>/<test case>/); the server is checked before each
 case, so a restart mid-study is waited for.
 
-Resume: study.json (the configurations' outcomes and every finished case) is uploaded after each
-case. The study's folder is named by the run config's fingerprint and the Job's name
+Resume: study.json (the configurations' outcomes and every finished case, with the files it
+wrote) is uploaded after each case; a resumed pod counts a recorded case as done only when all
+those files are in S3 (an upload that failed before the pod was killed leaves it to be redone). The study's folder is named by the run config's fingerprint and the Job's name
 (study-<fingerprint>-<job>), so a new pod of the same Job (the Job starts one when a pod is killed
 or evicted) reads it back and skips what it holds: finished cases and configurations are never
 run twice; a changed study, or another Job (`make benchmark`), starts afresh. On the way out,
@@ -46,8 +47,15 @@ from typing import Any, Callable
 
 from . import driver, telemetry
 from .driver import Hooks
+from .proxy import RECORDS_FILE
+from .results import CASE_FILE, TELEMETRY_FILE, case_dir
+from .study import STUDY_FILE, run_id
 
-STUDY_FILE = "study.json"
+REQUIRED_FILES = (CASE_FILE, RECORDS_FILE)
+"""What a case recorded before the tuner listed its files must have in the store to count as done."""
+LATER_FILES = (TELEMETRY_FILE, driver.TELEMETRY_PUBLISHED_FILE, driver.PUBLISHED_FILE)
+"""Files of a case folder written after the case (in the background), or markers of publishing:
+not part of the measurement a resumed study checks for."""
 RESTARTS_TO_FAIL = 2
 """A server whose container exited non-zero this many times has failed (a compile error, a
 refused setting): it would only fail again. One restart may be a transient error."""
@@ -187,11 +195,27 @@ class Tuner:
         if stored is None:
             return new_record(self.config, self.study_id)
         record = json.loads(stored)
+        # A case counts as done only once every file it wrote is in the store: one whose upload
+        # failed before the pod was killed is measured again, and its configuration with it.
+        stored_cases = [c for c in record["cases"] if self.in_store(c)]
+        for lost in (c for c in record["cases"] if c not in stored_cases):
+            print(f"repeat {lost['repeat']} {lost['testCase']}/{lost['variant']}: recorded, but its files are not all in the "
+                  "store: measuring it again", flush=True)
+            if record["configurations"][lost["variant"]]["status"] == "done":
+                record["configurations"][lost["variant"]].update(status="pending", reason=None)
+        record["cases"] = stored_cases
         print(f"resuming study {self.study_id}: {len(record['cases'])} case(s) and "
               f"{sum(c['status'] in ('done', 'failed') for c in record['configurations'].values())} configuration(s) "
               "already recorded", flush=True)
         record.update(status="running", reason=None, finishedAt=None)
         return record
+
+    def case_folder(self, repeat: int, variant: str, test_case: str) -> Path:
+        return case_dir(self.results_dir, run_id(self.study_id, repeat), variant, test_case)
+
+    def in_store(self, case: dict[str, Any]) -> bool:
+        folder = self.case_folder(case["repeat"], case["variant"], case["testCase"])
+        return all(self.hooks.uploaded(folder / name) for name in case.get("files") or REQUIRED_FILES)
 
     def set_up(self, names: list[str]) -> None:
         """Scale down what must not run beside `names` and wait for its pods to go, then scale up
@@ -281,9 +305,12 @@ class Tuner:
                 if failure:
                     return f"stopped serving at repeat {repeat}, {test_case}: {failure}"
                 driver.use_prompt(prompt_file, original_prompts, prompt)
-                case = driver.run_case(self.config, variant, test_case, self.results_dir, f"{self.study_id}/repeat-{repeat}",
+                case = driver.run_case(self.config, variant, test_case, self.results_dir, run_id(self.study_id, repeat),
                                        self.llmperf_dir, self.hooks, background)
-                record["cases"].append({**case, "repeat": repeat})
+                # What resuming checks is in the store (telemetry and markers come later, or not at all).
+                files = sorted(p.name for p in self.case_folder(repeat, variant["name"], test_case).iterdir()
+                               if p.is_file() and p.name not in LATER_FILES)
+                record["cases"].append({**case, "repeat": repeat, "files": files})
                 done.add((repeat, variant["name"], test_case))
                 self.hooks.save(self.study_dir / STUDY_FILE, record)
         return None

@@ -63,9 +63,11 @@ class Cluster:
         for fake in self.fakes.values():
             fake.__exit__(*exc)
 
-    def run(self, results_dir: Path, llmperf: Path, runner):
-        """One pod of the study: its own (empty) results folder, the stack's S3 prefix."""
-        hooks = quiet_hooks(runner=runner, poll_s=0, upload=driver.S3Mirror(self.s3, "models", self.spec.results_prefix, results_dir),
+    def run(self, results_dir: Path, llmperf: Path, runner, refused: tuple[str, ...] = ()):
+        """One pod of the study: its own (empty) results folder, the stack's S3 prefix; uploads of
+        the keys ending in `refused` fail (as S3 would refuse them, every retry)."""
+        hooks = quiet_hooks(runner=runner, poll_s=0, upload=RefusingMirror(self.s3, "models", self.spec.results_prefix, results_dir,
+                                                                           refused),
                             healthy=driver.http_healthy)
         hooks.uploaded = hooks.upload.exists
         wiring = tuner.production_tuner(self.config, None, hooks)  # outside a cluster: no scaler yet
@@ -74,6 +76,17 @@ class Cluster:
 
     def stored(self, key: str) -> dict:
         return json.loads(self.s3.get_object(Bucket="models", Key=self.spec.results_prefix + key)["Body"].read())
+
+
+class RefusingMirror(driver.S3Mirror):
+    def __init__(self, client, bucket, prefix, results_dir, refused: tuple[str, ...]):
+        super().__init__(client, bucket, prefix, results_dir)
+        self.refused = refused
+
+    def __call__(self, path: Path) -> None:
+        if self.key(path).endswith(self.refused):
+            raise ConnectionError(f"upload of {self.key(path)} refused")
+        super().__call__(path)
 
 
 def workload_name_to_variant(name: str) -> str:
@@ -286,3 +299,34 @@ def test_api_blips_are_retried_and_refusals_are_not():
     with pytest.raises(urllib.error.HTTPError):
         tuner.retried(forbidden, sleep=sleeps.append)
     assert len(calls) == 1
+
+
+def test_a_case_whose_upload_failed_is_measured_again_on_resume(tmp_path, llmperf):
+    """The first pod records a case in study.json, but its requests never reach S3, and the pod is
+    killed; the next pod measures that case again (and nothing else twice), so the report does not
+    silently lack a repeat."""
+    spec = study_spec(windows=(5,), repeats=1)
+    calls = []
+    inner = one_request_runner(calls)
+    lost = "repeat-1/base/counting/requests.jsonl"
+
+    def killing_runner(*args):
+        if len(calls) == 3:
+            raise driver.Terminated("received signal 15 (Job deadline or pod deletion)")
+        return inner(*args)
+
+    with Cluster(spec) as cluster:
+        study_id = cluster.config["study"]["id"]
+        first = cluster.run(tmp_path / "pod-1", llmperf, killing_runner, refused=(lost,))
+        assert first["status"] == "failed" and len(first["cases"]) == 3
+        assert ("base", "counting") in {(c["variant"], c["testCase"]) for c in cluster.stored(f"{study_id}/study.json")["cases"]}
+        second = cluster.run(tmp_path / "pod-2", llmperf, inner)
+        assert second["status"] == "complete"
+        kept = cluster.s3.get_object(Bucket="models", Key=f"{spec.results_prefix}{study_id}/{lost}")["Body"].read()
+        assert kept.strip()
+    measured = [(c["repeat"], c["variant"], c["testCase"]) for c in second["cases"]]
+    expected = {(1, v.name, t) for v in spec.variants for t in spec.benchmark.test_cases}
+    assert sorted(measured) == sorted(expected)
+    # LLMPerf ran for the two stored cases once, for the lost one twice, for the rest once.
+    assert len(calls) == len(expected) + 1
+    assert all(set(c["files"]) >= {"case.json", "requests.jsonl", "specdecode.json"} for c in second["cases"])
