@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import time
 import traceback
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import driver, telemetry
+from . import driver, lease, telemetry
 from .driver import Hooks
 from .proxy import RECORDS_FILE
 from .results import CASE_FILE, TELEMETRY_FILE, case_dir
@@ -136,6 +137,8 @@ class TunerHooks:
     recall: Callable[[Path], bytes | None] = lambda path: None
     """A file of the results folder as the store holds it (production: S3), None if absent."""
     clock: Callable[[], float] = time.monotonic
+    lease: Any = None
+    """One tuner per study stack (benchmark/lease.py Lease); None outside a cluster."""
 
 
 def pod_failure(pods: list[dict[str, Any]]) -> str | None:
@@ -236,6 +239,7 @@ class Tuner:
             self.scale(name, 1)
 
     def scale(self, name: str, replicas: int) -> None:
+        self.check_lease()
         print(f"scaling {self.by_name[name]['deployment']} to {replicas}", flush=True)
         self.tuner.scaler.scale(self.by_name[name]["deployment"], replicas)
         if replicas:
@@ -256,7 +260,13 @@ class Tuner:
             self.hooks.sleep(self.hooks.poll_s)
         return None
 
+    def check_lease(self) -> None:
+        if self.tuner.lease:
+            self.tuner.lease.check()
+
     def run(self) -> dict[str, Any]:
+        if self.tuner.lease:
+            self.tuner.lease.acquire()  # before anything is read or scaled: one tuner at a time
         record = self.recorded()
         self.study_dir.mkdir(parents=True, exist_ok=True)
         self.hooks.save(self.study_dir / STUDY_FILE, record)
@@ -291,7 +301,14 @@ class Tuner:
             self.scale_everything_down()
             prompt_file.write_text(original_prompts)
             background.shutdown(wait=record["status"] != "failed", cancel_futures=record["status"] == "failed")
-        driver.close_record(record, self.hooks, self.study_dir / STUDY_FILE)
+        try:
+            driver.close_record(record, self.hooks, self.study_dir / STUDY_FILE)
+        finally:
+            if self.tuner.lease:
+                try:
+                    self.tuner.lease.release()
+                except Exception as error:  # it lapses by itself
+                    print(f"WARNING: could not release lease {lease.NAME}: {error}", flush=True)
         return record
 
     def measure(self, variant: dict, record: dict, done: set, prompt_file: Path, original_prompts: str,
@@ -301,6 +318,7 @@ class Tuner:
             for test_case, prompt in self.config["testCases"].items():
                 if (repeat, variant["name"], test_case) in done:
                     continue
+                self.check_lease()  # another tuner may now hold the servers: measure nothing more
                 failure = self.serving_failure(variant)  # a server that restarted is waited for
                 if failure:
                     return f"stopped serving at repeat {repeat}, {test_case}: {failure}"
@@ -316,8 +334,12 @@ class Tuner:
         return None
 
     def scale_everything_down(self) -> None:
-        """Every server this pod, or a killed one before it, left asking for a replica."""
+        """Every server this pod, or a killed one before it, left asking for a replica; none once
+        another tuner holds the lease (they are its servers now)."""
         if not self.study["scales"]:
+            return
+        if self.tuner.lease and self.tuner.lease.lost:
+            print(f"not scaling anything down: {self.tuner.lease.lost}", flush=True)
             return
         for name, variant in self.by_name.items():
             try:
@@ -349,6 +371,9 @@ def production_tuner(config: dict, args: argparse.Namespace, hooks: Hooks) -> Tu
                                   (telemetry.SERVICE_ACCOUNT_DIR / "namespace").read_text().strip(),
                                   may_scale=config["study"]["scales"])
     wiring = TunerHooks(scaler=scaler)
+    if isinstance(scaler, KubernetesScaler):
+        wiring.lease = lease.Lease(scaler.api, scaler.namespace, f"{study_folder(config, os.environ.get('JOB_NAME'))} "
+                                                                  f"(pod {socket.gethostname()})")
     if isinstance(hooks.upload, driver.S3Mirror):
         mirror = hooks.upload
 

@@ -153,6 +153,32 @@ def test_benchmark_runs_kubectl_on_the_stack_kubeconfig_and_namespace(tmp_path, 
     assert SECRET_MARKER not in out.out + out.err and CLUSTER in out.out
 
 
+@pytest.mark.parametrize("renewed_s_ago, refused", [(30, True), (600, False), (None, False)])
+def test_benchmark_refuses_while_a_study_runs(tmp_path, aws_credentials, fake_bin, capsys, renewed_s_ago, refused):
+    """On a study stack, a second Job's tuner would wait for the running one: `make benchmark`
+    says so instead, naming the study, while its lease is held; a lapsed or absent lease is none."""
+    from benchmark.lease import micro_time
+
+    now = datetime.now(timezone.utc)
+    lease = None if renewed_s_ago is None else {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "llmperf-tuner", "namespace": NAMESPACE},
+        "spec": {"holderIdentity": "study-0123456789-llmperf-1a2b3c4d (pod llmperf-1a2b3c4d-x7k2p)", "leaseDurationSeconds": 120,
+                 "renewTime": micro_time(now.timestamp() - renewed_s_ago)}}
+    kubectl_log = tmp_path / "kubectl.log"
+    fake_bin("pulumi", fake_clis.pulumi(tmp_path / "pulumi.log", deployed_outputs()))
+    fake_bin("kubectl", fake_clis.kubectl(kubectl_log, lease=lease))
+    fake_bin("aws", fake_clis.AWS_CLI)
+    assert rerun_benchmark.main(["--stack", "qwen3-32b-study"]) == (1 if refused else 0)
+    calls = [c["argv"][5:] for c in logged(kubectl_log)]
+    assert calls[0] == ["get", "lease", "llmperf-tuner", "--ignore-not-found", "--output", "json"]
+    if refused:
+        assert calls == calls[:1]
+        assert (f"a study is running in {NAMESPACE}: study-0123456789-llmperf-1a2b3c4d (pod llmperf-1a2b3c4d-x7k2p) holds lease "
+                "llmperf-tuner") in one_line_error(capsys)
+    else:
+        assert calls[1][:2] == ["create", "job"]
+
+
 def test_benchmark_job_names_are_timestamped():
     assert rerun_benchmark.job_name(datetime(2026, 11, 22, 3, 4, 5, tzinfo=timezone.utc)) == "llmperf-manual-20261122-030405"
 

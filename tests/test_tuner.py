@@ -3,6 +3,8 @@ vLLM servers on 127.0.0.1, with the study's results in (moto) S3: sequential sca
 runs more than a baseline and one SD configuration, a failed configuration recorded, and a killed
 run resumed without redoing finished work."""
 import json
+import threading
+import time
 from pathlib import Path
 
 import boto3
@@ -11,6 +13,7 @@ import pytest
 from moto import mock_aws
 
 from benchmark import driver, tuner
+from benchmark.lease import Lease, micro_time
 from benchmark.telemetry import KubernetesApi
 from components.pairing.benchmark import run_config
 from components.pairing.benchmark_access import tuner_rules
@@ -63,16 +66,20 @@ class Cluster:
         for fake in self.fakes.values():
             fake.__exit__(*exc)
 
-    def run(self, results_dir: Path, llmperf: Path, runner, refused: tuple[str, ...] = ()):
+    def run(self, results_dir: Path, llmperf: Path, runner, refused: tuple[str, ...] = (), study_id: str | None = None):
         """One pod of the study: its own (empty) results folder, the stack's S3 prefix; uploads of
-        the keys ending in `refused` fail (as S3 would refuse them, every retry)."""
+        the keys ending in `refused` fail (as S3 would refuse them, every retry). Another
+        `study_id` is another Job's study (`make benchmark`)."""
         hooks = quiet_hooks(runner=runner, poll_s=0, upload=RefusingMirror(self.s3, "models", self.spec.results_prefix, results_dir,
                                                                            refused),
                             healthy=driver.http_healthy)
         hooks.uploaded = hooks.upload.exists
         wiring = tuner.production_tuner(self.config, None, hooks)  # outside a cluster: no scaler yet
         wiring.scaler = tuner.KubernetesScaler(KubernetesApi(self.api.address, TOKEN), self.spec.namespace)
-        return tuner.run_study(self.config, results_dir, llmperf, hooks, wiring)
+        # As production_tuner wires it, with seconds where the pod has minutes.
+        wiring.lease = Lease(wiring.scaler.api, self.spec.namespace, f"{study_id or self.config['study']['id']} (pod {results_dir.name})",
+                             duration_s=2, renew_s=0.2, poll_s=0.05)
+        return tuner.run_study(self.config, results_dir, llmperf, hooks, wiring, study_id)
 
     def stored(self, key: str) -> dict:
         return json.loads(self.s3.get_object(Bucket="models", Key=self.spec.results_prefix + key)["Body"].read())
@@ -330,3 +337,60 @@ def test_a_case_whose_upload_failed_is_measured_again_on_resume(tmp_path, llmper
     # LLMPerf ran for the two stored cases once, for the lost one twice, for the rest once.
     assert len(calls) == len(expected) + 1
     assert all(set(c["files"]) >= {"case.json", "requests.jsonl", "specdecode.json"} for c in second["cases"])
+
+
+def test_two_tuners_on_one_cluster_take_turns(tmp_path, llmperf, capsys):
+    """A second study Job (`make benchmark` beside a running study) waits for the first tuner's
+    lease: it scales nothing while the first measures, so no case is measured with its server
+    scaled away under it, and it starts once the first lets go."""
+    spec = study_spec(windows=(5,), repeats=1)
+    first_measuring, calls = threading.Event(), []
+    inner = one_request_runner(calls)
+
+    def slow_runner(*args):
+        first_measuring.set()
+        time.sleep(0.3)  # the second tuner arrives meanwhile
+        return inner(*args)
+
+    with Cluster(spec) as cluster:
+        study_id = cluster.config["study"]["id"]
+        first: dict = {}
+        thread = threading.Thread(target=lambda: first.update(cluster.run(tmp_path / "pod-a", llmperf, slow_runner,
+                                                                          study_id=f"{study_id}-job-a")))
+        thread.start()
+        assert first_measuring.wait(60)
+        second = cluster.run(tmp_path / "pod-b", llmperf, one_request_runner([]), study_id=f"{study_id}-job-b")
+        thread.join(60)
+    assert first["status"] == second["status"] == "complete"
+    assert f"waiting for the study running in this namespace to end ({study_id}-job-a (pod pod-a) holds lease llmperf-tuner" \
+        in capsys.readouterr().out
+    # Every request reached a server that was up; never more than a baseline and one SD configuration.
+    assert all(f.refused == 0 for f in cluster.fakes.values())
+    for up in cluster.api.history:
+        assert len(up) <= 2 and sum(spec.variant(workload_name_to_variant(n)).is_speculative for n in up) <= 1, up
+    # The first held the lease throughout, let go, then the second took it.
+    holders = [h for i, h in enumerate(cluster.api.lease_holders) if i == 0 or h != cluster.api.lease_holders[i - 1]]
+    assert holders == [f"{study_id}-job-a (pod pod-a)", "", f"{study_id}-job-b (pod pod-b)", ""]
+    assert cluster.api.forbidden == []
+
+
+def test_a_killed_tuners_lease_lapses(tmp_path, llmperf, capsys):
+    """A tuner SIGKILLed holding the lease never let go; the next one waits until the lease's
+    duration has passed since its last renewal, then takes it over."""
+    spec = study_spec(windows=(5,), repeats=1)
+    with Cluster(spec) as cluster:
+        renewed = time.time() - 1
+        cluster.api.leases["llmperf-tuner"] = {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "llmperf-tuner", "namespace": spec.namespace, "resourceVersion": "1"},
+            "spec": {"holderIdentity": "study-killed (pod gone)", "leaseDurationSeconds": 2, "acquireTime": micro_time(renewed),
+                     "renewTime": micro_time(renewed), "leaseTransitions": 0}}
+        started = time.time()
+        record = cluster.run(tmp_path / "pod", llmperf, one_request_runner([]))
+        assert record["status"] == "complete"
+        assert "study-killed (pod gone) holds lease llmperf-tuner" in capsys.readouterr().out
+        # It waited for the lapse (about a second), no longer.
+        first_scale = next(i for i, r in enumerate(cluster.api.requests) if r[0] == "PATCH")
+        assert any(r[0] == "PUT" for r in cluster.api.requests[:first_scale])
+        assert time.time() - started >= 0.9
+        assert cluster.api.leases["llmperf-tuner"]["spec"]["leaseTransitions"] == 1
