@@ -18,8 +18,9 @@ from .report import number, report_command
 from .seeds import PUBLISHED_CHOICES, PublishedChoice
 
 HOW_TO_READ = (
-    "Speedup = the baseline's TPOT (or end-to-end time) / the configuration's: the ratio of geometric means of the "
-    "per-repeat medians, with a 95 % Welch interval on the log scale (n/a with one repeat). Acceptance = accepted / "
+    "Speedup = the baseline's TPOT (or end-to-end time), measured next to the configuration in each repeat, / the "
+    "configuration's: the geometric mean of these paired ratios of per-repeat medians, with the 95 % t interval of their "
+    "logarithms (n/a with one repeat). Acceptance = accepted / "
     "drafted tokens from the server's counters, summed over the repeats; length = mean accepted tokens per target "
     "step (1 + accepted / drafts). Bound = Leviathan's E[tokens per step] / (c k + 1) with both measured: c is "
     "derived from the slope of SD step time over the window across this draft's windows (benchmark/study.py), so it "
