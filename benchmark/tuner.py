@@ -160,15 +160,41 @@ def pod_failure(pods: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def ordered(variants: list[dict]) -> list[dict]:
-    """Baselines first, then what is compared with them, each group in the config's order."""
-    return [v for v in variants if not v.get("baseline")] + [v for v in variants if v.get("baseline")]
+@dataclass(frozen=True)
+class Block:
+    """One configuration's turn in one repeat: its servers up, every test case measured, the
+    baseline (when it is measured here) and the configuration back to back per test case."""
+
+    repeat: int
+    variant: dict
+    baseline: dict | None
+    """The baseline measured beside the configuration, in this block."""
+
+    def servers(self) -> list[dict]:
+        return [s for s in (self.baseline, self.variant) if s]
+
+    def beside(self, server: dict) -> str | None:
+        """Where the baseline's cases of this block go (repeat-<r>/beside-<configuration>/)."""
+        return self.variant["name"] if server is self.baseline else None
 
 
-def wanted_up(variant: dict, study: dict) -> list[str]:
-    """The servers up while `variant` is measured: itself, and its baseline when the pair fits."""
-    baseline = variant.get("baseline")
-    return [variant["name"]] + ([baseline] if baseline and study["pairsFitTogether"] else [])
+def blocks(variants: list[dict], study: dict) -> list[Block]:
+    """The study's design: repeats interleaved across configurations (repeat 1 of every
+    configuration, then repeat 2, ...), so drift over the hours of a study, and each server's
+    restarts, fall on every configuration alike; and the baseline measured inside every
+    configuration's block, next to it, so each speedup is a paired ratio (benchmark/study.py).
+    Where a pair does not fit the nodes, each repeat starts with the baselines alone, and its
+    configurations are paired with that."""
+    beside = study["pairsFitTogether"] or not study["scales"]
+    by_name = {v["name"]: v for v in variants}
+    roots = [] if beside else [v for v in variants if not v.get("baseline")]
+    compared = [v for v in variants if v.get("baseline")]
+    return [Block(r, v, by_name[v["baseline"]] if beside and v in compared else None)
+            for r in range(1, study["repeats"] + 1) for v in roots + compared]
+
+
+def case_key(repeat: int, variant: str, test_case: str, beside: str | None) -> tuple:
+    return repeat, variant, test_case, beside
 
 
 def new_record(config: dict, study_id: str) -> dict[str, Any]:
@@ -213,11 +239,11 @@ class Tuner:
         record.update(status="running", reason=None, finishedAt=None)
         return record
 
-    def case_folder(self, repeat: int, variant: str, test_case: str) -> Path:
-        return case_dir(self.results_dir, run_id(self.study_id, repeat), variant, test_case)
+    def case_folder(self, repeat: int, variant: str, test_case: str, beside: str | None = None) -> Path:
+        return case_dir(self.results_dir, run_id(self.study_id, repeat, beside), variant, test_case)
 
     def in_store(self, case: dict[str, Any]) -> bool:
-        folder = self.case_folder(case["repeat"], case["variant"], case["testCase"])
+        folder = self.case_folder(case["repeat"], case["variant"], case["testCase"], case.get("beside"))
         return all(self.hooks.uploaded(folder / name) for name in case.get("files") or REQUIRED_FILES)
 
     def set_up(self, names: list[str]) -> None:
@@ -273,20 +299,16 @@ class Tuner:
         prompt_file = self.llmperf_dir / driver.PROMPT_FILE
         original_prompts = prompt_file.read_text()
         background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
-        done = {(c["repeat"], c["variant"], c["testCase"]) for c in record["cases"]}
+        done = {case_key(c["repeat"], c["variant"], c["testCase"], c.get("beside")) for c in record["cases"]}
+        design = blocks(self.config["variants"], self.study)
+        # Cases recorded before, or never to be measured (a failed server's), count as done as their blocks come.
+        progress = driver.Progress(sum(len(b.servers()) for b in design) * len(self.config["testCases"]), clock=self.tuner.clock)
         try:
-            for variant in ordered(self.config["variants"]):
-                outcome = record["configurations"][variant["name"]]
-                if outcome["status"] in ("done", "failed"):
-                    continue
-                # A server recorded failed is not started again, not even as a baseline kept beside another.
-                self.set_up([n for n in wanted_up(variant, self.study) if record["configurations"][n]["status"] != "failed"])
-                failure = self.serving_failure(variant)
-                if failure is None:
-                    failure = self.measure(variant, record, done, prompt_file, original_prompts, background)
-                outcome.update(status="failed" if failure else "done", reason=failure)
-                print(f"{variant['name']}: {outcome['status']}{': ' + failure if failure else ''}", flush=True)
-                self.hooks.save(self.study_dir / STUDY_FILE, record)
+            for block in design:
+                self.measure(block, record, done, progress, prompt_file, original_prompts, background)
+            for outcome in record["configurations"].values():
+                if outcome["status"] != "failed":
+                    outcome["status"] = "done"
             failed = [n for n, c in record["configurations"].items() if c["status"] == "failed"]
             short = [f"repeat {c['repeat']} {c['testCase']}/{c['variant']}" for c in record["cases"] if c["short"]]
             problems = ([f"failed configurations: {', '.join(failed)}"] if failed else []) + (
@@ -311,27 +333,54 @@ class Tuner:
                     print(f"WARNING: could not release lease {lease.NAME}: {error}", flush=True)
         return record
 
-    def measure(self, variant: dict, record: dict, done: set, prompt_file: Path, original_prompts: str,
-                background: ThreadPoolExecutor) -> str | None:
-        """Every repeat of every test case not yet recorded; why the server stopped serving, if it did."""
-        for repeat in range(1, self.study["repeats"] + 1):
-            for test_case, prompt in self.config["testCases"].items():
-                if (repeat, variant["name"], test_case) in done:
-                    continue
-                self.check_lease()  # another tuner may now hold the servers: measure nothing more
-                failure = self.serving_failure(variant)  # a server that restarted is waited for
+    def measure(self, block: Block, record: dict, done: set, progress: "driver.Progress", prompt_file: Path,
+                original_prompts: str, background: ThreadPoolExecutor) -> None:
+        """Every test case of one block not yet recorded, the baseline and then the configuration;
+        a server that does not serve is recorded failed (with why) and not started again, not
+        even as a baseline beside another."""
+        outcomes = record["configurations"]
+        servers = [s for s in block.servers() if outcomes[s["name"]]["status"] != "failed"]
+        missing = [(t, s) for t in self.config["testCases"] for s in servers
+                   if case_key(block.repeat, s["name"], t, block.beside(s)) not in done]
+        cases = len(block.servers()) * len(self.config["testCases"])
+        if block.variant not in servers:  # failed: nothing to measure, nor to measure the baseline beside
+            progress.skip(cases)
+            return
+        progress.skip(cases - len(missing))
+        if not missing:
+            return
+        self.set_up([s["name"] for s in servers])
+        for test_case, server in missing:
+            if outcomes[block.variant["name"]]["status"] == "failed" or outcomes[server["name"]]["status"] == "failed":
+                progress.skip(1)  # nothing to pair with, or nothing to measure
+                continue
+            self.check_lease()  # another tuner may now hold the servers: measure nothing more
+            # The configuration first: a baseline is not measured beside one that never serves.
+            failures = {s["name"]: self.serving_failure(s) for s in sorted(servers, key=lambda s: s is not block.variant)
+                        if outcomes[s["name"]]["status"] != "failed"}  # a server that restarted is waited for
+            for name, failure in failures.items():
                 if failure:
-                    return f"stopped serving at repeat {repeat}, {test_case}: {failure}"
-                driver.use_prompt(prompt_file, original_prompts, prompt)
-                case = driver.run_case(self.config, variant, test_case, self.results_dir, run_id(self.study_id, repeat),
-                                       self.llmperf_dir, self.hooks, background)
-                # What resuming checks is in the store (telemetry and markers come later, or not at all).
-                files = sorted(p.name for p in self.case_folder(repeat, variant["name"], test_case).iterdir()
-                               if p.is_file() and p.name not in LATER_FILES)
-                record["cases"].append({**case, "repeat": repeat, "files": files})
-                done.add((repeat, variant["name"], test_case))
-                self.hooks.save(self.study_dir / STUDY_FILE, record)
-        return None
+                    measured = any(c["variant"] == name for c in record["cases"])
+                    reason = f"stopped serving at repeat {block.repeat}, {test_case}: {failure}" if measured else failure
+                    outcomes[name].update(status="failed", reason=reason)
+                    print(f"{name}: failed: {reason}", flush=True)
+                    self.hooks.save(self.study_dir / STUDY_FILE, record)
+            if any(failures.values()):
+                progress.skip(1)
+                continue
+            driver.use_prompt(prompt_file, original_prompts, self.config["testCases"][test_case])
+            beside = block.beside(server)
+            print(f"{progress.next()}: repeat {block.repeat}, {server['name']}"
+                  + (f" (beside {beside})" if beside else ""), flush=True)
+            case = driver.run_case(self.config, server, test_case, self.results_dir, run_id(self.study_id, block.repeat, beside),
+                                   self.llmperf_dir, self.hooks, background)
+            # What resuming checks is in the store (telemetry and markers come later, or not at all).
+            files = sorted(p.name for p in self.case_folder(block.repeat, server["name"], test_case, beside).iterdir()
+                           if p.is_file() and p.name not in LATER_FILES)
+            record["cases"].append({**case, "repeat": block.repeat, "beside": beside, "files": files})
+            done.add(case_key(block.repeat, server["name"], test_case, beside))
+            record["progress"] = progress.done()
+            self.hooks.save(self.study_dir / STUDY_FILE, record)
 
     def scale_everything_down(self) -> None:
         """Every server this pod, or a killed one before it, left asking for a replica; none once

@@ -11,10 +11,13 @@ speedup over the baseline is then L / (1 + c_d k): Leviathan's bound exactly, re
 Each case is measured as LLMPerf measures it: `asked` requests counted, and the up to
 concurrency - 1 more it sends and discards, which the measuring proxy records like any other
 (benchmark/proxy.py). Request i's TPOT is the case's TPOT x SPREAD[i], so the case's median TPOT is
-the case's TPOT; a request meets the goodput target when its TPOT does. Repeats carry multiplicative
-noise (one log-normal draw per server, test case and repeat, seeded), and optionally drift: every
-server measured in block b (the tuner measures a configuration's repeats together) runs
-DRIFT^b slower.
+the case's TPOT; a request meets the goodput target when its TPOT does. Every measurement carries
+multiplicative noise (one log-normal draw per server, test case and block, seeded), and optionally
+drift: everything measured in block b runs drift^b slower. Two designs:
+- "paired", the tuner's (benchmark/tuner.py blocks): repeat by repeat, each configuration's block
+  measures the baseline beside it (repeat-<r>/beside-<configuration>/base/) and then it;
+- "back-to-back", the tuner's before: the baseline's repeats first, in one block, then each
+  configuration's repeats together in a block of its own.
 """
 from __future__ import annotations
 
@@ -113,17 +116,23 @@ def variant(name: str) -> dict:
             "numSpeculativeTokens": k, "costPerHourUsd": 17.88}
 
 
-def write(root: Path, truth: Truth, seed: int = 0, study_id: str = "study-0123456789", drift: float = 1.0) -> Written:
-    """The tuner's layout (benchmark/tuner.py): <study>/repeat-<r>/<variant>/<test case>/ and study.json;
-    servers measured in the tuner's order, the baseline first, each configuration's repeats together."""
+def write(root: Path, truth: Truth, seed: int = 0, study_id: str = "study-0123456789", drift: float = 1.0,
+          design: str = "paired") -> Written:
+    """The tuner's layout (benchmark/tuner.py): <study>/repeat-<r>[/beside-<configuration>]/<variant>/<test case>/
+    and study.json, measured in the `design`'s order."""
     rng = random.Random(seed)
     written = Written(root, study_id)
     names = ["base"] + truth.sd
-    for block, name in enumerate(names):
-        for repeat in range(1, truth.repeats + 1):
+    if design == "paired":
+        blocks = [[(repeat, "base", f"/beside-{name}"), (repeat, name, "")] for repeat in range(1, truth.repeats + 1)
+                  for name in truth.sd]
+    else:
+        blocks = [[(repeat, name, "") for repeat in range(1, truth.repeats + 1)] for name in names]
+    for block, cases in enumerate(blocks):
+        for repeat, name, beside in cases:
             for test_case in truth.test_cases:
                 tpot = truth.tpot(name, test_case) * math.exp(rng.gauss(0, truth.noise)) * drift ** block
-                good = _write_case(root / study_id / f"repeat-{repeat}" / name / test_case, truth, name, test_case, tpot)
+                good = _write_case(root / study_id / f"repeat-{repeat}{beside}" / name / test_case, truth, name, test_case, tpot)
                 written.good[(name, test_case)] = written.good.get((name, test_case), 0) + good
                 written.sent[(name, test_case)] = written.sent.get((name, test_case), 0) + truth.sent
     record = {"status": "complete", "reason": None, "variants": [variant(n) for n in names],

@@ -42,7 +42,7 @@ def test_goodput_counts_the_requests_it_divides_by(summary):
             goodput = figures["table"][scope][name]["goodput"]
             truth = written.good[(name, scope)] / written.sent[(name, scope)]
             assert goodput["share"] == pytest.approx(truth, abs=1e-12) and goodput["share"] <= 1, (scope, name)
-            assert goodput["requests"] == written.sent[(name, scope)] == TRUTH.sent * TRUTH.repeats
+            assert goodput["requests"] == written.sent[(name, scope)]
     # Some configurations meet the target only in part: the share is not trivially 0 or 1.
     shares = {figures["table"][t][n]["goodput"]["share"] for t in TRUTH.test_cases for n in TRUTH.sd}
     assert any(0 < s < 1 for s in shares)
@@ -50,6 +50,7 @@ def test_goodput_counts_the_requests_it_divides_by(summary):
 
 def test_cost_ratio_bound_and_reached_per_test_case(summary):
     _, figures = summary
+    covered = []
     for name in TRUTH.sd:
         draft = name.rsplit("-k", 1)[0]
         for test_case in TRUTH.test_cases:
@@ -57,8 +58,9 @@ def test_cost_ratio_bound_and_reached_per_test_case(summary):
             assert close(bound["c"], TRUTH.c[draft]), (name, test_case, bound)
             assert close(bound["speedup_bound"], TRUTH.bound(name, test_case)), (name, test_case)
             assert close(bound["reached"], 1.0), (name, test_case)
-            # c with its interval, from the repeats.
-            assert bound.get("c_low", 1) < TRUTH.c[draft] < bound.get("c_high", 0), (name, test_case, bound)
+            # c with its interval, from the repeats: ~95 % of them cover the truth.
+            covered.append(bound.get("c_low", 1) < TRUTH.c[draft] < bound.get("c_high", 0))
+    assert sum(covered) / len(covered) >= 0.85, covered
 
 
 def test_overall_cost_ratio_and_bound_aggregate_the_test_cases(summary):
@@ -95,3 +97,28 @@ def test_a_draft_too_cheap_to_resolve_is_unstable_and_the_report_says_to_time_it
     assert text.count("- c of qwen3-0-6b is unstable in this fit: serve the plain draft alone to measure it "
                       "(study.timeDraftsAlone: true") == len(cases) + 1
     assert "c of qwen3-1-7b is unstable" not in text
+
+
+def coverage(tmp_path, design: str, studies: int) -> float:
+    """The share of 95 % intervals (each configuration, each study) that cover the true speedup,
+    over seeded synthetic studies with drift between blocks (3 % slower per block: a node warming,
+    neighbours' load through the day) and 1 % noise per measurement."""
+    truth = Truth(base_tpot_s={"case": 0.040}, p0={("d", "case"): 0.7}, c={"d": 0.05}, windows=(3, 5), drafts_counted={"case": 1000},
+                  noise=0.01)
+    covered = []
+    for seed in range(studies):
+        written = write(tmp_path / design / str(seed), truth, seed=seed, design=design, drift=1.03)
+        table = study.build(tmp_path / design / str(seed))[written.study_id]["table"]["case"]
+        covered += [table[n]["speedup_tpot"]["low"] <= truth.speedup(n, "case") <= table[n]["speedup_tpot"]["high"]
+                    for n in truth.sd]
+    return sum(covered) / len(covered)
+
+
+def test_the_paired_design_covers_where_back_to_back_does_not(tmp_path):
+    """The same analysis (paired ratios, t on their logarithms) over the two orders of measuring:
+    measured back to back, a configuration's repeats are hours from the baseline's and the drift
+    between them is read as speedup; paired in one block, it cancels and ~95 % of the intervals
+    cover the truth."""
+    paired, back_to_back = coverage(tmp_path, "paired", 60), coverage(tmp_path, "back-to-back", 60)
+    assert 0.88 <= paired <= 0.99, paired  # 120 intervals: 95 % within the binomial's spread
+    assert back_to_back < 0.6, back_to_back

@@ -103,8 +103,10 @@ def workload_name_to_variant(name: str) -> str:
 def test_sequential_study_serves_a_baseline_and_one_sd_at_a_time_records_failure_and_resumes(tmp_path, llmperf):
     spec = study_spec()
     assert spec.tuned_servers == spec.variants and spec.pairs_fit_together and spec.node_count == 1
-    # Killed at the third case of the third configuration measured: the baseline and
-    # qwen3-0-6b-k5 are done, qwen3-0-6b-k15 recorded failed, qwen3-1-7b-k5 half measured.
+    # Repeats interleave: repeat 1 of every configuration, each block the baseline and the
+    # configuration per test case. Killed at the third case of the fourth block: repeat 1 of
+    # qwen3-0-6b-k5 and qwen3-1-7b-k5 measured, qwen3-0-6b-k15 recorded failed (nothing measured
+    # beside it), qwen3-1-7b-k15 half measured.
     calls, killed_after = [], 10
     inner = one_request_runner(calls)
 
@@ -124,8 +126,9 @@ def test_sequential_study_serves_a_baseline_and_one_sd_at_a_time_records_failure
 
         resumed_at = len(cluster.api.history)
         second = cluster.run(tmp_path / "pod-2", llmperf, inner)
-        # What the first pod finished or saw fail is not started again.
-        assert set().union(*cluster.api.history[resumed_at:]) == {"vllm-base", "vllm-qwen3-1-7b-k5", "vllm-qwen3-1-7b-k15"}
+        # What the first pod saw fail is not started again; the rest of the repeat and repeat 2 run.
+        assert cluster.api.history[resumed_at:resumed_at + 2] == [{"vllm-base"}, {"vllm-base", "vllm-qwen3-1-7b-k15"}]
+        assert "vllm-qwen3-0-6b-k15" not in set().union(*cluster.api.history[resumed_at:])
 
         study = cluster.config["study"]
         sd = [v.name for v in spec.variants if v.is_speculative]
@@ -144,16 +147,26 @@ def test_sequential_study_serves_a_baseline_and_one_sd_at_a_time_records_failure
         assert outcome["status"] == "failed" and COMPILE_ERROR in outcome["reason"] and "exited 1 (Error) 2 times" in outcome["reason"]
         assert [c for c, o in second["configurations"].items() if o["status"] != "done"] == ["qwen3-0-6b-k15"]
         assert (second["status"], second["reason"]) == ("incomplete", "failed configurations: qwen3-0-6b-k15")
-        # Resumed: every (repeat, variant, test case) measured exactly once across both pods.
-        measured = [(c["repeat"], c["variant"], c["testCase"]) for c in second["cases"]]
-        expected = {(r, v.name, t) for r in (1, 2) for v in spec.variants if v.name != "qwen3-0-6b-k15"
-                    for t in spec.benchmark.test_cases}
-        assert sorted(measured) == sorted(expected) and len(measured) == len(set(measured))
+        # Resumed: every (repeat, configuration, test case) measured exactly once across both pods,
+        # and the baseline once beside each, in its block.
+        measured = [(c["repeat"], c["variant"], c["testCase"], c["beside"]) for c in second["cases"]]
+        measured_sd = [v.name for v in spec.variants if v.is_speculative and v.name != "qwen3-0-6b-k15"]
+        expected = {(r, name, t, None) for r in (1, 2) for name in measured_sd for t in spec.benchmark.test_cases} | {
+            (r, "base", t, name) for r in (1, 2) for name in measured_sd for t in spec.benchmark.test_cases}
+        assert sorted(measured, key=str) == sorted(expected, key=str) and len(measured) == len(set(measured))
+        # In order: repeat 1 of every configuration before repeat 2 of any; within a block, the
+        # baseline then the configuration, per test case.
+        assert [c["repeat"] for c in second["cases"]] == sorted(c["repeat"] for c in second["cases"])
+        assert [(c["variant"], c["beside"]) for c in second["cases"][:2]] == [("base", "qwen3-0-6b-k5"), ("qwen3-0-6b-k5", None)]
         assert len(calls) == len(expected)  # LLMPerf ran once per case: nothing redone after the kill
         assert cluster.stored(f"{study['id']}/study.json") == second
         # The cases' folders are where the report reads them (benchmark/results.py).
         key = f"{study['id']}/repeat-2/qwen3-1-7b-k5/counting/case.json"
         assert cluster.stored(key)["variant"] == "qwen3-1-7b-k5"
+        assert cluster.stored(f"{study['id']}/repeat-2/beside-qwen3-1-7b-k5/base/counting/case.json")["variant"] == "base"
+        # Progress: i of N, what the study's record carries.
+        assert second["progress"]["done"] == second["progress"]["total"] == len(expected) + 2 * 2 * 2  # the failed one's cases
+        assert second["progress"]["etaSeconds"] == 0
         # Scaled through the subresource, as the tuner's field manager (docs/facts.md "Tuning study").
         patches = [r for r in cluster.api.requests if r[0] == "PATCH"]
         assert all(p[1].endswith("/scale?fieldManager=sd-trn2-tuner") for p in patches)
@@ -255,9 +268,10 @@ def test_a_failed_baseline_is_not_kept_up_beside_the_sd_configurations(tmp_path,
         record = cluster.run(tmp_path / "pod", llmperf, one_request_runner([]))
     assert record["configurations"]["base"]["status"] == "failed"
     assert all(o["status"] == "done" for n, o in record["configurations"].items() if n != "base")
-    # Once it failed, the baseline never ran beside an SD configuration.
-    first_sd = next(i for i, up in enumerate(cluster.api.history) if any("k5" in n for n in up))
-    assert all("vllm-base" not in up for up in cluster.api.history[first_sd:])
+    # Scaled up once, in the first block: once it failed, it never ran beside an SD configuration again.
+    started = [r for r in cluster.api.requests if r[0] == "PATCH" and "/vllm-base/" in r[1] and r[2]["spec"]["replicas"]]
+    assert len(started) == 1
+    assert all("vllm-base" not in up for up in cluster.api.history[cluster.api.history.index(frozenset({"vllm-qwen3-0-6b-k5"})):])
 
 
 def test_leftovers_of_a_killed_pod_are_scaled_down_and_evicted_pods_are_not_waited_for(tmp_path, llmperf):
@@ -315,7 +329,7 @@ def test_a_case_whose_upload_failed_is_measured_again_on_resume(tmp_path, llmper
     spec = study_spec(windows=(5,), repeats=1)
     calls = []
     inner = one_request_runner(calls)
-    lost = "repeat-1/base/counting/requests.jsonl"
+    lost = "repeat-1/beside-qwen3-0-6b-k5/base/counting/requests.jsonl"
 
     def killing_runner(*args):
         if len(calls) == 3:
@@ -331,9 +345,11 @@ def test_a_case_whose_upload_failed_is_measured_again_on_resume(tmp_path, llmper
         assert second["status"] == "complete"
         kept = cluster.s3.get_object(Bucket="models", Key=f"{spec.results_prefix}{study_id}/{lost}")["Body"].read()
         assert kept.strip()
-    measured = [(c["repeat"], c["variant"], c["testCase"]) for c in second["cases"]]
-    expected = {(1, v.name, t) for v in spec.variants for t in spec.benchmark.test_cases}
-    assert sorted(measured) == sorted(expected)
+    measured = [(c["repeat"], c["variant"], c["testCase"], c["beside"]) for c in second["cases"]]
+    sd = [v.name for v in spec.variants if v.is_speculative]
+    expected = {(1, n, t, None) for n in sd for t in spec.benchmark.test_cases} | {
+        (1, "base", t, n) for n in sd for t in spec.benchmark.test_cases}
+    assert sorted(measured, key=str) == sorted(expected, key=str)
     # LLMPerf ran for the two stored cases once, for the lost one twice, for the rest once.
     assert len(calls) == len(expected) + 1
     assert all(set(c["files"]) >= {"case.json", "requests.jsonl", "specdecode.json"} for c in second["cases"])
