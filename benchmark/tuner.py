@@ -7,21 +7,29 @@ driver's measuring proxy; in sequential mode one SD configuration up at a time; 
 The run config's "study" (components/pairing/benchmark.py study_config) says how:
 - mode "sequential" (`scales`): the servers are created at zero replicas and only the tuner sets
   their count, through the Deployment's scale subresource (its Role allows nothing else:
-  components/pairing/benchmark_access.py tuner_rules). Configurations go baselines first, then each
-  SD configuration; the baseline stays up beside one SD configuration when the pair fits the nodes
-  (`pairsFitTogether`), else one server runs at a time. Before a server is scaled up, every other
-  one that must not run beside it is scaled down and its pods are gone.
+  components/pairing/benchmark_access.py tuner_rules). The baseline stays up beside one SD
+  configuration when the pair fits the nodes (`pairsFitTogether`), else one server runs at a time.
+  Before a server is scaled up, every other one that must not run beside it is scaled down and its
+  pods are gone.
 - mode "parallel": every server is up from `pulumi up`; nothing is scaled.
-For each configuration: wait until it serves and its compiled set is published (benchmark/driver.py
-not_ready), or until its pods show it failed (a container that exited non-zero RESTARTS_TO_FAIL
-times, a pod phase Failed, a container that cannot be created) or its startup budget ran out: then
-it is recorded "failed" with the reason, and the study goes on. Each repeat runs every test case
-(driver.run_case, into <study>/repeat-<r>/<variant>/<test case>/); the server is checked before each
-case, so a restart mid-study is waited for.
+The design (blocks): repeat 1 of every configuration, then repeat 2, ...; in each configuration's
+block, per test case, the baseline (where the pair fits, or in parallel mode) and then the
+configuration, so each speedup is a ratio of two measurements minutes apart (benchmark/study.py);
+where the pair does not fit, each repeat starts with the baselines alone. One tuner at a time: it
+holds the namespace's lease while it runs (benchmark/lease.py).
+Before a server is measured: wait until it serves and its compiled set is published
+(benchmark/driver.py not_ready), or until its pods show it failed (a container that exited non-zero
+RESTARTS_TO_FAIL times, a pod phase Failed, a container that cannot be created) or its startup
+budget ran out: then it is recorded "failed" with the reason, never started again, and the study
+goes on. Cases go to <study>/repeat-<r>/<variant>/<test case>/, the baseline's of a block to
+<study>/repeat-<r>/beside-<configuration>/<baseline>/<test case>/ (driver.run_case); the server is
+checked before each case, so a restart mid-study is waited for. Each case's log line, and
+study.json, say case i of N, the time this pod has run and the ETA at its pace.
 
 Resume: study.json (the configurations' outcomes and every finished case, with the files it
 wrote) is uploaded after each case; a resumed pod counts a recorded case as done only when all
-those files are in S3 (an upload that failed before the pod was killed leaves it to be redone). The study's folder is named by the run config's fingerprint and the Job's name
+those files are in S3 (an upload that failed before the pod was killed leaves it to be redone).
+The study's folder is named by the run config's fingerprint and the Job's name
 (study-<fingerprint>-<job>), so a new pod of the same Job (the Job starts one when a pod is killed
 or evicted) reads it back and skips what it holds: finished cases and configurations are never
 run twice; a changed study, or another Job (`make benchmark`), starts afresh. On the way out,
