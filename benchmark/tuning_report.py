@@ -1,5 +1,7 @@
-"""Write a tuning study's report: tuning.md, tuning.json, and per study a heatmap (draft x window,
-TPOT speedup, per test case and overall) and a speedup-vs-window plot with the intervals.
+"""Write a tuning study's report: tuning.md (opening with the answer: the best configuration per test
+case and overall), tuning.json, tuning.csv (every figure, one row per study, test case and
+configuration), and per study a heatmap (draft x window, TPOT speedup, per test case and overall,
+on one colour scale, each cell's figure printed) and a speedup-vs-window plot with the intervals.
 
     python -m benchmark.tuning_report DIR
 
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import study as study_figures
-from .report import number, report_command
+from .report import number, report_command, write_csv
 from .seeds import PUBLISHED_CHOICES, PublishedChoice
 
 HOW_TO_READ = (
@@ -103,8 +105,23 @@ def unstable_lines(summary: dict[str, Any], scope: str) -> list[str]:
             "true; an EAGLE3 head cannot run alone)" for d in drafts]
 
 
+def answer(summary: dict[str, Any]) -> list[str]:
+    """The best configuration per test case and overall, its interval, and the runners-up a paired
+    comparison cannot tell apart from it with these repeats."""
+    lines = ["| test case | best configuration | TPOT speedup (95 % interval) | not told apart from it |", "|---|---|---|---|"]
+    for scope in ["overall", *summary["testCases"]]:
+        choice = summary["best"][scope]
+        if choice is None:
+            lines.append(f"| {scope} | none measured | n/a | |")
+            continue
+        close = ", ".join(f"{n} ({_interval(summary['table'][scope][n]['speedup_tpot'])})" for n in choice["indistinguishable"])
+        lines.append(f"| {'**overall**' if scope == 'overall' else scope} | **{choice['variant']}** | "
+                     f"{_interval(summary['table'][scope][choice['variant']]['speedup_tpot'])} | {close or 'none'} |")
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
-    lines = ["# Tuning study report", "", HOW_TO_READ, ""]
+    lines = ["# Tuning study report", ""]
     for study_id, summary in report.items():
         study = summary["study"]
         targets = [f"TTFT <= {study['ttftTargetMs']} ms" if study.get("ttftTargetMs") else "",
@@ -113,6 +130,7 @@ def markdown(report: dict[str, Any]) -> str:
                   f"Mode {study['mode']}, {study['repeats']} repeats; status **{summary['status']}**"
                   + (f": {summary['reason']}" if summary["reason"] else "") + "; goodput targets: "
                   + (" and ".join(t for t in targets if t) or "none") + ".", ""]
+        lines += answer(summary) + ["", HOW_TO_READ, ""]
         failed = {n: c for n, c in summary["configurations"].items() if c["status"] != "done"}
         if failed:
             lines += ["Configurations not measured in full:", ""]
@@ -127,11 +145,6 @@ def markdown(report: dict[str, Any]) -> str:
                          if r.get("bound") and r["bound"].get("c") is None and summary["configurations"][n]["status"] == "done"]
             lines += unbounded + unstable_lines(summary, scope)
             lines += [""] if lines[-1] else []
-            choice = summary["best"][scope]
-            if choice:
-                close = (f"; not distinguishable with these repeats: {', '.join(choice['indistinguishable'])}"
-                         if choice["indistinguishable"] else "")
-                lines += [f"Best: **{choice['variant']}** ({choice['speedup_tpot']:.2f}x TPOT){close}.", ""]
         variants = {v["name"]: v for v in summary["variants"]}
         for name, v in variants.items():
             mark = published(v, v["target"])
@@ -148,9 +161,59 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+HEATMAP_COLUMNS = 4
+"""At most this many panels side by side: the grid stays readable at 100 % zoom."""
+
+
+def heatmap(study_id: str, summary: dict[str, Any]) -> Any:
+    """The TPOT speedup of every configuration (draft x window), per test case and overall: a grid
+    of at most HEATMAP_COLUMNS panels, overall first, all on one colour scale (one colour bar), the
+    figure printed in every cell."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import Normalize
+
+    variants = {v["name"]: v for v in summary["variants"] if v["role"] == "sd"}
+    drafts = sorted({v["draft"] for v in variants.values()})
+    windows = sorted({v["numSpeculativeTokens"] for v in variants.values()})
+    scopes = ["overall", *summary["testCases"]]
+    grids = {}
+    for scope in scopes:
+        grid = [[float("nan")] * len(windows) for _ in drafts]
+        for name, v in variants.items():
+            value = (summary["table"][scope][name].get("speedup_tpot") or {}).get("value")
+            if value is not None:
+                grid[drafts.index(v["draft"])][windows.index(v["numSpeculativeTokens"])] = value
+        grids[scope] = grid
+    measured = [x for grid in grids.values() for row in grid for x in row if x == x]
+    norm = Normalize(vmin=min(measured, default=0.0), vmax=max(measured, default=1.0))
+    columns = min(HEATMAP_COLUMNS, len(scopes))
+    rows = -(-len(scopes) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(0.75 * len(windows) * columns + 2.5, (0.45 * len(drafts) + 1.1) * rows + 1),
+                                squeeze=False, layout="constrained")
+    image = None
+    for index, axis in enumerate(axes.flat):
+        if index >= len(scopes):
+            axis.axis("off")
+            continue
+        scope = scopes[index]
+        image = axis.imshow(grids[scope], cmap="viridis", norm=norm, aspect="auto")
+        for row, draft in enumerate(drafts):
+            for column, _ in enumerate(windows):
+                value = grids[scope][row][column]
+                axis.text(column, row, "n/a" if value != value else f"{value:.2f}", ha="center", va="center", fontsize=8,
+                          color="white" if value != value or norm(value) < 0.6 else "black")
+        axis.set_xticks(range(len(windows)), [str(w) for w in windows])
+        axis.set_yticks(range(len(drafts)), [d.rsplit("/", 1)[-1] for d in drafts] if index % columns == 0 else [])
+        axis.set_title(scope, fontsize=9, fontweight="bold" if scope == "overall" else "normal")
+        if index // columns == rows - 1 or index + columns >= len(scopes):
+            axis.set_xlabel("speculative window", fontsize=8)
+    figure.colorbar(image, ax=axes, shrink=0.8, label="TPOT speedup over the baseline")
+    figure.suptitle(f"{study_id}: TPOT speedup over the baseline (one colour scale)")
+    return figure
+
+
 def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
-    """Per study: a heatmap of TPOT speedup (draft x window) per test case and overall, and the
-    overall speedup over the window per draft with its interval."""
+    """Per study: the heatmap, and the overall speedup over the window per draft with its interval."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -158,29 +221,13 @@ def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
 
     written = []
     for study_id, summary in report.items():
-        variants = {v["name"]: v for v in summary["variants"] if v["role"] == "sd"}
-        drafts = sorted({v["draft"] for v in variants.values()})
-        windows = sorted({v["numSpeculativeTokens"] for v in variants.values()})
-        scopes = summary["testCases"] + ["overall"]
-        figure, axes = plt.subplots(1, len(scopes), figsize=(3.2 * len(scopes) + 1, 1.2 * len(drafts) + 2), squeeze=False)
-        for axis, scope in zip(axes[0], scopes):
-            grid = [[float("nan")] * len(windows) for _ in drafts]
-            for name, v in variants.items():
-                value = (summary["table"][scope][name].get("speedup_tpot") or {}).get("value")
-                if value is not None:
-                    grid[drafts.index(v["draft"])][windows.index(v["numSpeculativeTokens"])] = value
-            image = axis.imshow(grid, cmap="viridis", aspect="auto")
-            axis.set_xticks(range(len(windows)), [str(w) for w in windows])
-            axis.set_yticks(range(len(drafts)), [d.rsplit("/", 1)[-1] for d in drafts])
-            axis.set_title(scope, fontsize=9)
-            axis.set_xlabel("speculative window")
-            figure.colorbar(image, ax=axis, fraction=0.05)
-        figure.suptitle(f"{study_id}: TPOT speedup over the baseline")
-        figure.tight_layout()
+        figure = heatmap(study_id, summary)
         path = out_dir / f"{study_id}-heatmap.png"
         figure.savefig(path, dpi=110)
         plt.close(figure)
         written.append(path)
+        variants = {v["name"]: v for v in summary["variants"] if v["role"] == "sd"}
+        drafts = sorted({v["draft"] for v in variants.values()})
         figure, axis = plt.subplots(figsize=(6, 4))
         for draft in drafts:
             points = sorted((v["numSpeculativeTokens"], summary["table"]["overall"][n]["speedup_tpot"])
@@ -205,11 +252,17 @@ def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
     return written
 
 
+def csv_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"study": study_id, "testCase": scope, "configuration": name, **row}
+            for study_id, summary in report.items() for scope, rows in summary["table"].items() for name, row in rows.items()]
+
+
 def write_report(results_dir: Path) -> dict[str, Any]:
     report = study_figures.build(results_dir)
     text = markdown(report)
     (results_dir / "tuning.md").write_text(text)
     (results_dir / "tuning.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    write_csv(results_dir / "tuning.csv", csv_rows(report))
     charts(report, results_dir)
     print(text, end="")
     return report

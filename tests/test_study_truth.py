@@ -122,3 +122,48 @@ def test_the_paired_design_covers_where_back_to_back_does_not(tmp_path):
     paired, back_to_back = coverage(tmp_path, "paired", 60), coverage(tmp_path, "back-to-back", 60)
     assert 0.88 <= paired <= 0.99, paired  # 120 intervals: 95 % within the binomial's spread
     assert back_to_back < 0.6, back_to_back
+
+
+def test_the_report_opens_with_the_answer_and_its_heatmap_is_a_readable_grid(summary, tmp_path):
+    """A 2 x 4 study with 10 test cases: the heatmap is 11 panels (overall first) in a grid of at most
+    4 columns, on one colour scale, each cell carrying its figure; tuning.md starts with the best
+    per test case and overall; tuning.csv holds every figure."""
+    import csv
+    import shutil
+
+    from benchmark import tuning_report
+
+    written, figures = summary
+    root = tmp_path / "report"
+    shutil.copytree(written.root, root)
+    report = tuning_report.write_report(root)
+    figure = tuning_report.heatmap(written.study_id, figures)
+    panels = [a for a in figure.axes if a.images]
+    assert [a.get_title() for a in panels] == ["overall", *TRUTH.test_cases]
+    assert {a.get_subplotspec().get_geometry()[:2] for a in panels} == {(3, 4)}  # 11 panels: 3 rows of at most 4
+    norms = {(a.images[0].norm.vmin, a.images[0].norm.vmax) for a in panels}
+    speedups = [figures["table"][s][n]["speedup_tpot"]["value"] for s in ["overall", *TRUTH.test_cases] for n in TRUTH.sd]
+    assert norms == {(min(speedups), max(speedups))}  # one scale for every panel
+    assert len([a for a in figure.axes if not a.images and a.get_label() == "<colorbar>"]) == 1
+    drafts, windows = TRUTH.drafts, list(TRUTH.windows)
+    for axis in panels:
+        cells = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in axis.texts}
+        assert len(cells) == len(drafts) * len(windows)
+        for name in TRUTH.sd:
+            draft, k = name.rsplit("-k", 1)
+            value = figures["table"][axis.get_title()][name]["speedup_tpot"]["value"]
+            assert cells[(drafts.index(draft), windows.index(int(k)))] == f"{value:.2f}"
+    width, height = (figure.get_size_inches() * 110).round()
+    assert width <= 1600 and height <= 1200, (width, height)  # readable at 100 % zoom
+    # tuning.md opens with the answer, before any per-case table.
+    text = (root / "tuning.md").read_text()
+    best = report[written.study_id]["best"]
+    assert text.index("| test case | best configuration |") < text.index("### Test case")
+    assert f"| **overall** | **{best['overall']['variant']}** |" in text
+    for test_case in TRUTH.test_cases:
+        assert f"| {test_case} | **{best[test_case]['variant']}** |" in text
+    rows = list(csv.DictReader((root / "tuning.csv").open()))
+    assert len(rows) == (1 + len(TRUTH.test_cases)) * (1 + len(TRUTH.sd))
+    overall = next(r for r in rows if (r["testCase"], r["configuration"]) == ("overall", TRUTH.sd[0]))
+    assert float(overall["speedup_tpot.value"]) == pytest.approx(figures["table"]["overall"][TRUTH.sd[0]]["speedup_tpot"]["value"])
+    assert float(overall["bound.c"]) == pytest.approx(figures["table"]["overall"][TRUTH.sd[0]]["bound"]["c"])

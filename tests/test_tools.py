@@ -128,7 +128,7 @@ def test_results_of_a_study_stack_fetch_the_latest_study_and_write_its_tuning_re
     # The later study by its record, though its id sorts first.
     assert STUDY_ID < "study-aaaaaaaaaa" and [p.name for p in out.iterdir() if p.is_dir()] == [STUDY_ID]
     printed = capsys.readouterr().out
-    assert f"  {STUDY_ID}: incomplete: failed configurations: d2-k4\n" in printed and "Best: **d1-k4**" in printed
+    assert f"  {STUDY_ID}: incomplete: failed configurations: d2-k4\n" in printed and "| **overall** | **d1-k4** |" in printed
     assert (out / "tuning.md").exists() and (out / f"{STUDY_ID}-heatmap.png").exists()
 
 

@@ -180,7 +180,7 @@ def test_the_report_names_the_best_the_failure_and_the_published_choice(results)
     assert "- d2-k4: failed: stopped serving at repeat 2, a: container vllm exited 1 (Error) 2 times" in text
     assert "| d2-k4 **FAILED** | Qwen/Qwen3-1.7B | 4 | 0 |" in text  # its repeat-1 cases are not averaged in
     assert "- d1-k4 / b / repeat 3: 1 of 2 completed, LLMPerf exit 0" in text
-    assert "Best: **d1-k4**" in text
+    assert "| **overall** | **d1-k4** | " in text and text.index("| **overall** | **d1-k4**") < text.index("### Test case `a`")
     # Seed 003's choice (Qwen3-1.7B at 7) is marked on its row.
     assert "| d2-k7 (published choice) |" in text and "Marked on d2-k7." in text
     assert (results / f"{STUDY_ID}-heatmap.png").stat().st_size > 0 and (results / f"{STUDY_ID}-windows.png").stat().st_size > 0
