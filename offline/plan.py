@@ -124,6 +124,7 @@ def study_lines(spec: StackSpec) -> list[str]:
         money = (f", ~${cost[0]:,.0f} / ~${cost[1]:,.0f} in trn2 node time" if cost[0] is not None else "")
         lines.append(f"  {estimate.mode + chosen:<18} {estimate.nodes} trn2 node(s), ~{estimate.first_hours:,.1f} h first run "
                      f"(compiles, upper bound) / ~{estimate.repeat_hours:,.1f} h once compiled{money}")
+        lines.append(f"  {'':<18} {estimate.terms}")
     return lines
 
 

@@ -13,9 +13,13 @@ serve.sh), which is how to replace an assumption with a measurement.
     benchmark test cases x requests x variants (x repeats in a study), each request's output tokens
               at 50 ms per token, `concurrency` at a time
 
-A study (study_modes) adds up the same terms per configuration for each mode: sequential starts
-and measures one configuration after another on the nodes of its largest server; parallel starts
-all at once on the nodes packing needs, then measures them one after another (one benchmark pod).
+A study (study_modes) adds up the same terms per configuration for each mode, in the tuner's design
+(benchmark/tuner.py blocks): repeats interleaved across configurations, the baseline measured again
+in every configuration's block. Sequential starts each configuration once per repeat on the nodes
+of its largest server (it compiles on its first start; later starts copy its models and compiled
+set again), the baseline once where a pair fits (it stays up) and once per repeat where it does
+not; parallel starts all at once on the nodes packing needs. Either measures one server after
+another (one benchmark pod), the baseline once per block.
 """
 from __future__ import annotations
 
@@ -126,6 +130,8 @@ class ModeEstimate:
     repeat_hours: float
     """The same study again: every compiled set is in the store."""
     usd_per_node_hour: float | None
+    terms: str = ""
+    """What the hours add up, said once."""
 
     def usd(self, hours: float) -> float | None:
         return None if self.usd_per_node_hour is None else self.nodes * hours * self.usd_per_node_hour
@@ -133,14 +139,28 @@ class ModeEstimate:
 
 def study_modes(spec: StackSpec) -> list[ModeEstimate]:
     """Time and trn2 cost of the stack's study in each mode (the plan prints both)."""
-    bench = _benchmark_minutes(spec)
+    bench = _benchmark_minutes(spec)  # one server: every test case, every repeat
+    repeats = spec.study.repeats if spec.study else 1
     price = spec.capacity.shape.approx_hourly_usd or None
+    compared = [v for v in spec.variants if v.baseline]
+    roots = [v for v in spec.variants if not v.baseline]
     estimates = []
     for mode, nodes in (("sequential", spec.sequential_node_count), ("parallel", spec.parallel_node_count)):
+        beside = mode == "parallel" or spec.pairs_fit_together
+        # Measured per repeat: each configuration, and the baseline beside each (or once, alone).
+        measuring = bench * (len(compared) * (2 if beside else 1) + (0 if beside else len(roots)))
+        # Started again in later repeats: each configuration, and the baseline where it cannot stay up.
+        restarted = compared + ([] if beside else roots)
+        restart = (repeats - 1) * sum(_start_minutes(v, True) for v in restarted) if mode == "sequential" else 0.0
         hours = []
         for compiled in (False, True):
             starts = [_start_minutes(v, compiled) for v in spec.variants]
-            total = sum(starts) if mode == "sequential" else max(starts)
-            hours.append((total + bench * len(spec.variants)) / 60)
-        estimates.append(ModeEstimate(mode, nodes, hours[0], hours[1], price))
+            hours.append(((sum(starts) if mode == "sequential" else max(starts)) + restart + measuring) / 60)
+        servers = len(compared) * (2 if beside else 1) + (0 if beside else len(roots))
+        terms = (f"measuring {servers} server(s) per repeat ({len(compared)} compared with a baseline"
+                 + (", the baseline beside each" if beside else f", {len(roots)} baseline(s) alone") + f") x {bench / repeats:,.0f} min"
+                 f" x {repeats} repeats = {measuring / 60:,.1f} h ({SECONDS_PER_OUTPUT_TOKEN * 1000:.0f} ms per output token, "
+                 "assumed)" + (f"; {len(restarted)} server(s) started again in each later repeat: {restart / 60:,.1f} h of copying"
+                               if restart else ""))
+        estimates.append(ModeEstimate(mode, nodes, hours[0], hours[1], price, terms))
     return estimates

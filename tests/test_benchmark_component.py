@@ -94,11 +94,12 @@ def test_the_run_config_says_how_each_server_decodes_the_benchmarks_requests(sta
 
 
 def test_the_pod_modules_need_nothing_from_the_operator_side(tmp_path):
-    """Only the shipped files: importing the driver must not reach report, seeds or stackconfig."""
+    """Only the shipped files: importing the driver or the tuner must not reach report, seeds or
+    stackconfig."""
     (tmp_path / "benchmark" / "llmperf").mkdir(parents=True)
     for module in POD_MODULES:
         (tmp_path / "benchmark" / module).write_text((PACKAGE_DIR / module).read_text())
-    code = "import benchmark.driver, benchmark.podsetup, benchmark.telemetry, sys; print(sorted(m for m in sys.modules if m.startswith(('benchmark', 'stackconfig', 'matplotlib'))))"
+    code = "import benchmark.driver, benchmark.podsetup, benchmark.telemetry, benchmark.tuner, sys; print(sorted(m for m in sys.modules if m.startswith(('benchmark', 'stackconfig', 'matplotlib'))))"
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env={"PATH": "/usr/bin"})
     assert result.returncode == 0, result.stderr
     assert "stackconfig" not in result.stdout and "matplotlib" not in result.stdout and "benchmark.seeds" not in result.stdout

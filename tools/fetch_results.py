@@ -11,7 +11,7 @@ The bucket defaults to the stack's `modelBucket` output (needs the Pulumi CLI an
 
 A stack with a `study` keeps each study under its id (study-<fingerprint>/, benchmark/tuner.py):
 the latest study (or --run-id) is downloaded and its tuning report written (tuning.md, tuning.json,
-a heatmap and a speedup-vs-window plot: benchmark/tuning_report.py).
+tuning.csv, a heatmap and a speedup-vs-window plot: benchmark/tuning_report.py).
 """
 from __future__ import annotations
 
@@ -78,11 +78,11 @@ def fetch(args: argparse.Namespace) -> int:
     print(f"downloaded {count} files of run {run_id} ({run_status(client, bucket, results, run_id)}) to {out_dir}\n")
     if run_id.startswith("study-"):
         tuning_report.write_report(out_dir)
-        print(f"\nreport: {out_dir / 'tuning.md'}, {out_dir / 'tuning.json'}, {out_dir / (run_id + '-heatmap.png')}, "
-              f"{out_dir / (run_id + '-windows.png')}")
+        print(f"\nreport: {out_dir / 'tuning.md'}, {out_dir / 'tuning.json'}, {out_dir / 'tuning.csv'}, "
+              f"{out_dir / (run_id + '-heatmap.png')}, {out_dir / (run_id + '-windows.png')}")
         return 0
     write_report(out_dir)
-    print(f"\nreport: {out_dir / 'report.md'}, {out_dir / 'report.png'}, {out_dir / 'report.json'}")
+    print(f"\nreport: {out_dir / 'report.md'}, {out_dir / 'report.png'}, {out_dir / 'report.json'}, {out_dir / 'report.csv'}")
     return 0
 
 
