@@ -155,16 +155,12 @@ QWEN3_0_6B = Architecture(1024, 28, 3072, 16, 8, 151936, head_dim=128, qk_norm=T
 META_FP8_405B_BF16_MODULES = meta_fp8_bf16_modules(LLAMA_3_1_405B.layers)
 
 
-def estimated_head(params_billion: float) -> Checkpoint:
-    """A draft head whose config could not be read here: its parameter estimate in BF16, labelled so."""
-    return Checkpoint(int(params_billion * 1e9) * BF16_BYTES, f"estimated: ~{params_billion:g}B parameters (an estimate) in BF16")
-
-
 MODELS: dict[str, ModelInfo] = {
     "Qwen/Qwen3-32B": ModelInfo("qwen3", gated=False, params_billion=32.8, architecture=QWEN3_32B, checkpoint=computed(
         QWEN3_32B, "Qwen/Qwen3-32B config.json, BF16", agrees_with="the index's total_size 65,524,246,528 as public notes quote it")),
     "Qwen/Qwen3-1.7B": ModelInfo("qwen3", gated=False, params_billion=1.7, architecture=QWEN3_1_7B,
-                                 checkpoint=computed(QWEN3_1_7B, "Qwen/Qwen3-1.7B config.json, BF16, lm_head stored")),
+                                 checkpoint=computed(QWEN3_1_7B, "Qwen/Qwen3-1.7B config.json, BF16, lm_head stored",
+                                                     agrees_with="the index's total_size 4,063,479,808 at revision 70d244c")),
     "Qwen/Qwen3-0.6B": ModelInfo("qwen3", gated=False, params_billion=0.6, architecture=QWEN3_0_6B, checkpoint=computed(
         QWEN3_0_6B, "Qwen/Qwen3-0.6B config.json, BF16, lm_head stored",
         agrees_with="the hub API's 751,632,384 BF16 parameters (model.safetensors 1,503,300,328 B with its header)")),
@@ -192,11 +188,19 @@ MODELS: dict[str, ModelInfo] = {
     # reduced-vocabulary LM head at the verifier's width), used only for the startup budget, the
     # "assumed" draft/target cost ratio and their (small) share of disk; gated=False, the target's
     # token is sent anyway.
+    # The Qwen3 head's tensor list was read (public notes at its revision dc84fe7): 3,121,273,216 B,
+    # its own embed_tokens (151936 x 5120) included, in a 3,121,274,856 B model.safetensors. The
+    # Llama head's was not: its size is estimated with the same layout (embed_tokens 128256 x 4096,
+    # one decoder layer, the fusion layer, the reduced-vocabulary head), which is what disk needs;
+    # params_billion stays the compute estimate (the embedding is a lookup).
     "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3": ModelInfo(
         "llama3", gated=False, params_billion=0.4, kind="eagle3-head", draft_for=("meta-llama/Llama-3.1-8B-Instruct",),
-        checkpoint=estimated_head(0.4)),
+        checkpoint=Checkpoint(1_900_436_736, "estimated: the Qwen3-32B head's layout at Llama-3.1-8B's width and "
+                              "vocabulary (embed_tokens included), in BF16")),
     "RedHatAI/Qwen3-32B-speculator.eagle3": ModelInfo(
-        "qwen3", gated=False, params_billion=0.8, kind="eagle3-head", draft_for=("Qwen/Qwen3-32B",), checkpoint=estimated_head(0.8)),
+        "qwen3", gated=False, params_billion=1.56, kind="eagle3-head", draft_for=("Qwen/Qwen3-32B",),
+        checkpoint=Checkpoint(3_121_273_216, "read: the tensor list of RedHatAI/Qwen3-32B-speculator.eagle3 at dc84fe7 "
+                              "(model.safetensors 3,121,274,856 B with its header)")),
 }
 
 
