@@ -648,7 +648,7 @@ def test_json_output_for_machines(preflight_env, capsys):
     checks = {r["check"]: r for r in report["results"]}
     assert checks["AMI"]["status"] == "FAIL" and checks["offerings"]["status"] == "PASS"
     assert set(checks) == {"credentials", "CLIs", "offerings", "quota", "reservations", "AMI", "EKS add-ons",
-                           "Kubernetes", "API endpoint", "Hugging Face", "model revisions", "cost"}
+                           "Kubernetes", "API endpoint", "Hugging Face", "model revisions", "checkpoint sizes", "cost"}
     assert checks["cost"]["data"]["perRunUsd"] > 0
 
 
@@ -666,7 +666,7 @@ def test_a_config_error_exits_2(capsys):
     assert "no stack file" in capsys.readouterr().err
 
 
-def test_without_credentials_nothing_raises(moto_server, no_aws_credentials, all_clis, monkeypatch, capsys):
+def test_without_credentials_nothing_raises(moto_server, no_aws_credentials, all_clis, hub_endpoint, monkeypatch, capsys):
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     assert run.main(["--stack", QWEN]) == 1
     out = capsys.readouterr().out
@@ -677,7 +677,7 @@ def test_without_credentials_nothing_raises(moto_server, no_aws_credentials, all
 # --- make up ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("skip, pulumi_runs", [("", False), ("1", True)])
-def test_make_up_runs_preflight_first_and_stops_on_a_fail(moto_endpoint, tmp_path, fake_bin, skip, pulumi_runs):
+def test_make_up_runs_preflight_first_and_stops_on_a_fail(moto_endpoint, hub_endpoint, tmp_path, fake_bin, skip, pulumi_runs):
     """Against the moto server the AMI parameter is missing: a FAIL, so `pulumi up` never runs,
     unless SKIP_PREFLIGHT=1."""
     make = shutil.which("make", path="/usr/local/bin:/usr/bin:/bin")
@@ -728,7 +728,7 @@ def test_an_open_endpoint_is_asked_about_only_when_this_stack_creates_the_cluste
     assert up.open_endpoint_confirmed(stack, spec, allowed=True) is True
 
 
-def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis):
+def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis, hub_endpoint):
     """run_checks end to end on stubbed clients: the reservation is checked in the zones the
     network spans, the quota is not asked, every AWS answer is used."""
     spec = spec_of(**RESERVED)
@@ -763,7 +763,7 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis)
     status = {r.check: r.status for r in results}
     assert status == {"credentials": "PASS", "CLIs": "PASS", "offerings": "PASS", "quota": "PASS", "reservations": "PASS",
                       "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "API endpoint": "WARN",
-                      "Hugging Face": "PASS", "model revisions": "PASS", "cost": "WARN"}
+                      "Hugging Face": "PASS", "model revisions": "PASS", "checkpoint sizes": "WARN", "cost": "WARN"}
     (cost_result,) = [r for r in results if r.check == "cost"]
     assert "reserved capacity bills by its own terms" in cost_result.found
 
