@@ -3,6 +3,7 @@ for the offline plan, the tests and the operator tools (the program itself gets 
 engine: components/runtime.py)."""
 from __future__ import annotations
 
+import argparse
 import copy
 import difflib
 import re
@@ -16,7 +17,31 @@ from .model import PlatformSpec, StackSpec
 from .parse import HUGGING_FACE_TOKEN_KEY, ConfigError, gated_models, parse_stack_config
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+"""What Pulumi accepts as a stack name: "stack names are limited to 100 characters and may only
+contain alphanumeric, hyphens, underscores, or periods" (pulumi/pulumi pkg/backend/diy,
+ParseReference)."""
+
+
+def stack_name_problem(stack: str) -> str | None:
+    """What makes `stack` no stack name (None when it is one). Checked before any path is built from
+    a name: files, plan folders and reports are named after stacks, and a name of dots only
+    ("..") would name a parent directory, though Pulumi's pattern allows it."""
+    if not stack:
+        return "set STACK=<name> (--stack)"
+    if not STACK_NAME.fullmatch(stack) or not stack.strip("."):
+        return (f"{stack[:120]!r}{'...' if len(stack) > 120 else ''} is not a stack name (at most 100 letters, digits, "
+                f"'-', '_', '.', and not dots alone)")
+    return None
+
+
+def stack_argument(text: str) -> str:
+    """The argparse `type` of every command's --stack: a bad name fails the command line (exit 2)
+    before the command builds anything from it."""
+    problem = stack_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{problem}; stacks: {', '.join(stack_names())}")
+    return text
 
 
 class StackFiles:
@@ -30,11 +55,11 @@ class StackFiles:
         self.directory = project_dir / project.get("stackConfigDir", ".")
 
     def path(self, stack: str) -> Path:
-        """The stack's file. A name is what Pulumi allows in one (letters, digits, `-`, `_`, `.`),
-        so it can only name a file of this directory."""
-        if not STACK_NAME.match(stack):
-            raise FileNotFoundError(f"{stack!r} is not a stack name (letters, digits, '-', '_', '.'); "
-                                    f"stacks: {', '.join(self.names())}")
+        """The stack's file. A name is what Pulumi allows in one (stack_name_problem), so it can
+        only name a file of this directory."""
+        problem = stack_name_problem(stack)
+        if problem:
+            raise FileNotFoundError(f"{problem}; stacks: {', '.join(self.names())}")
         return self.directory / f"Pulumi.{stack}.yaml"
 
     def names(self) -> list[str]:

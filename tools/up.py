@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 from stackconfig import PlatformSpec, StackSpec
-from stackconfig.source import PROJECT_DIR
+from stackconfig.source import PROJECT_DIR, stack_argument
 
 from .preflight import run as preflight
 from .stack import require_cli, run_tool, stack_spec
@@ -62,7 +62,7 @@ def up(stack: str, skip_preflight: bool) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools up", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
+    parser.add_argument("--stack", required=True, type=stack_argument)
     parser.add_argument("--skip-preflight", action="store_true", help="go straight to `pulumi up`")
     args = parser.parse_args(argv)
     return run_tool(lambda: up(args.stack, args.skip_preflight))
