@@ -73,6 +73,7 @@ from .model import (
     Variant,
 )
 from .naming import name_problems, slug, stack_slug
+from .sampling import SAMPLING_PARAMS
 from .semantics import engine_failures
 from .server import RESERVED_ENVIRONMENT, node_cache_gib
 from .store import UNPINNED_REVISION, is_commit
@@ -753,7 +754,7 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings, study_vi
         image=s.string("image", BENCHMARK_IMAGE.version, check=_pinned_image),
         llmperf_commit=s.string("llmperfCommit", LLMPERF_COMMIT.version, choices=llmperf_commits()) or LLMPERF_COMMIT.version,
         metrics_namespace=namespace or "",
-        sampling_params=_sampling_params(s),
+        sampling_params=_sampling_params(s, output_tokens),
         seed=s.string("seed", None, choices=tuple(SEEDS)),
         metric_dimensions=s.string("metricDimensions", "names", choices=METRIC_DIMENSION_STYLES) or "names",
     )
@@ -778,14 +779,24 @@ def _check_metric_dimensions(benchmark: BenchmarkSettings, variants: list[Varian
         problems.append(("benchmark.testCases", f"{', '.join(cases)} publish under the same TestCase {value!r} with metricDimensions eks-sample"))
 
 
-def _sampling_params(s: _Section) -> dict[str, Any]:
-    params = s.mapping("samplingParams", dict(DEFAULT_SAMPLING_PARAMS))
-    for key in sorted(set(params or {}) & set(RESERVED_SAMPLING_KEYS)):
+def _sampling_params(s: _Section, output_tokens: int | None) -> dict[str, Any]:
+    """Each key known, of its type and in vLLM's range (stackconfig/sampling.py); min_tokens at
+    most the max_tokens the benchmark sends (outputTokens)."""
+    params = s.mapping("samplingParams", dict(DEFAULT_SAMPLING_PARAMS)) or {}
+    reserved = sorted(set(params) & set(RESERVED_SAMPLING_KEYS), key=str)
+    for key in reserved:
         s.problem(f"samplingParams.{key}", f"is set by the benchmark itself; not allowed here ({', '.join(RESERVED_SAMPLING_KEYS)})")
-    temperature = (params or {}).get("temperature")
-    if "temperature" in (params or {}) and (isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0):
-        s.problem("samplingParams.temperature", f"must be a number >= 0, got {temperature!r}")
-    return dict(params or {})
+    known = _Section(s.key("samplingParams"), {k: v for k, v in params.items() if k not in reserved}, s.problems,
+                     set(SAMPLING_PARAMS))
+    for key, value in known.raw.items():
+        problem = SAMPLING_PARAMS[key].problem(value) if key in SAMPLING_PARAMS else None
+        if problem:
+            known.problem(key, problem)
+    min_tokens = params.get("min_tokens")
+    if output_tokens and type(min_tokens) is int and min_tokens > output_tokens:
+        known.problem("min_tokens", f"{min_tokens} exceeds outputTokens {output_tokens}, the max_tokens of every request "
+                                    "(vLLM refuses min_tokens above max_tokens)")
+    return dict(params)
 
 
 VARIANT_KEYS = {"name", "role", "target", "baseline", "draft", "numSpeculativeTokens", "draftMaxModelLen", "speculationMethod",
