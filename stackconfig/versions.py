@@ -144,10 +144,43 @@ KARPENTER = Pin("1.15.0", "aws/karpenter-provider-aws, release commit 6d1426c 'c
                           "charts/karpenter-crd/Chart.yaml version 1.15.0 at d77d1a3. Karpenter maintains its newest minor "
                           "only. v1.15.1 could not be confirmed in any stored source")
 
+
+@dataclass(frozen=True)
+class AmiRelease:
+    """One awslabs/amazon-eks-ami release: every AMI of a release carries its tag, and each
+    Kubernetes minor's AMIs one release version, "<Kubernetes patch>-<date>" (the form an EKS
+    managed node group's releaseVersion takes)."""
+
+    tag: str
+    kubernetes_patches: dict[str, str]
+    """Kubernetes minor -> the patch release its AMIs of this release carry."""
+    source: str
+
+    @property
+    def alias(self) -> str:
+        """The EC2NodeClass alias of this release's AL2023 AMIs (Karpenter resolves it per minor)."""
+        return f"al2023@{self.tag}"
+
+    def release_version(self, kubernetes_version: str) -> str:
+        return f"{self.kubernetes_patches[kubernetes_version]}-{self.tag.removeprefix('v')}"
+
+    def neuron_ami(self, kubernetes_version: str) -> str:
+        return f"amazon-eks-node-al2023-x86_64-neuron-{kubernetes_version}-{self.tag}"
+
+
+AMI_RELEASE = AmiRelease(
+    "v20260714", {"1.34": "1.34.9", "1.35": "1.35.6"},
+    "awslabs/amazon-eks-ami CHANGELOG.md at 81fec2e (the tree of tag v20260724), 'AMI Release v20260714': Neuron, "
+    "standard and NVIDIA AL2023 AMIs for Kubernetes 1.30 to 1.36, release versions 1.35.6-20260714 and "
+    "1.34.9-20260714. The newest release whose AMI list for every minor could be read here: later release pages "
+    "(to v20261023) were readable only down to their newest minor")
+"""The AMI release of every node: the trn2 and preparation nodes' EC2NodeClass alias and the system
+node group's releaseVersion. The only place a release is written (tests/test_versions.py)."""
+
 AMI_ALIASES: dict[str, Pin] = {
-    version: Pin("al2023@v20260714", f"awslabs/amazon-eks-ami CHANGELOG.md at tag v20260724: release v20260714 lists "
-                                     f"amazon-eks-node-al2023-x86_64-neuron-{version}-v20260714 ({release})")
-    for version, release in (("1.34", "1.34.9-20260714"), ("1.35", "1.35.6-20260714"))
+    version: Pin(AMI_RELEASE.alias, f"{AMI_RELEASE.source}: {AMI_RELEASE.neuron_ami(version)} "
+                                    f"({AMI_RELEASE.release_version(version)})")
+    for version in AMI_RELEASE.kubernetes_patches
 }
 """The EC2NodeClass AMI alias per Kubernetes version: an AL2023 release with Neuron AMIs for that
 version (Karpenter resolves the alias through the SSM parameter `make preflight` checks). One
