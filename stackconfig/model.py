@@ -73,7 +73,8 @@ class CapacitySettings:
     reservation_ids: tuple[str, ...]
     """ODCR or Capacity Block ids (cr-...) the NodePool may launch into."""
     ami_alias: str
-    """EC2NodeClass AMI alias pinned to a release, e.g. al2023@v20260828 (never @latest)."""
+    """EC2NodeClass AMI alias pinned to a release (never @latest): by default the program's
+    (stackconfig/versions.py AMI_RELEASE.alias)."""
     root_volume_gib: int
     replacement_headroom_nodes: int = 0
     """Nodes the static NodePool may launch above its replicas (limits.nodes - replicas), only ever

@@ -24,7 +24,7 @@ from moto.ssm.models import Parameter, ssm_backends
 from offline.stacks import load_stack
 from stackconfig import StackSpec
 from stackconfig.source import PROJECT_DIR
-from stackconfig.versions import stack_addons
+from stackconfig.versions import AMI_RELEASE, stack_addons
 from tools.preflight import account, capacity, clis, cost, hub, platform, run
 from tools.preflight.estimate import run_estimate
 
@@ -312,9 +312,9 @@ def test_capacity_block_durations_cover_the_run_in_whole_days_up_to_fourteen():
 
 def test_the_ami_parameter_is_the_one_karpenter_reads():
     assert platform.ami_parameter(spec_of()) == ("/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/neuron/"
-                                                 "amazon-eks-node-al2023-x86_64-neuron-1.35-v20260714/image_id")
+                                                 f"amazon-eks-node-al2023-x86_64-neuron-1.35-{AMI_RELEASE.tag}/image_id")
     assert platform.ami_parameter(spec_of(**ON_1_34)) == ("/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/neuron/"
-                                                          "amazon-eks-node-al2023-x86_64-neuron-1.34-v20260714/image_id")
+                                                          f"amazon-eks-node-al2023-x86_64-neuron-1.34-{AMI_RELEASE.tag}/image_id")
 
 
 def test_ami_passes_when_the_public_parameter_exists(moto_endpoint):
