@@ -111,6 +111,13 @@ class ServingSettings:
     seccomp_runtime_default: bool = True
     """serving.seccompProfile: RuntimeDefault (True), or "unset" to run the servers under the node's
     default, as the source documents did, should the Neuron runtime need a call RuntimeDefault denies."""
+    run_as: tuple[int, int] | None = None
+    """serving.runAs (user, group): the servers run as that user and group, their volumes owned by the
+    group (fsGroup); None runs them as root, as the images do. Opt-in and unverified on Neuron: the
+    DRA driver's device files' owners are not documented (components/pairing/vllm_variant.py)."""
+    add_capabilities: tuple[str, ...] = ()
+    """serving.addCapabilities: capabilities given back to the vLLM container after dropping all,
+    should a Neuron release need one (stackconfig/server.py LINUX_CAPABILITIES)."""
 
     @property
     def tensor_parallel_size(self) -> int:

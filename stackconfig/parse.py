@@ -75,7 +75,7 @@ from .model import (
 from .naming import name_problems, slug, stack_slug
 from .sampling import SAMPLING_PARAMS
 from .semantics import engine_failures
-from .server import RESERVED_ENVIRONMENT, node_cache_gib
+from .server import LINUX_CAPABILITIES, NEVER_ADDED, RESERVED_ENVIRONMENT, node_cache_gib
 from .store import UNPINNED_REVISION, is_commit
 from .versions import AMI_ALIASES, BENCHMARK_IMAGE, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS, LLMPERF_COMMIT
 
@@ -636,7 +636,11 @@ def _pinned_image(value: str) -> str | None:
 
 
 SERVING_KEYS = {"engine", "image", "target", "devicesPerVariant", "logicalNeuronCores", "tensorParallelSize", "maxNumSeqs",
-                "maxModelLen", "maxNumBatchedTokens", "nodeCachePath", "neuronConfig", "environment", "seccompProfile"}
+                "maxModelLen", "maxNumBatchedTokens", "nodeCachePath", "neuronConfig", "environment", "seccompProfile",
+                "runAs", "addCapabilities"}
+RUN_AS_KEYS = {"user", "group"}
+_KUBERNETES_ID_MAX = 2 ** 31 - 1
+"""Kubernetes' bound on runAsUser, runAsGroup and fsGroup (API validation: 0 to 2147483647)."""
 _ENVIRONMENT_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -663,6 +667,8 @@ def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str,
         environment=_environment(s),
         max_num_batched_tokens=batched,
         seccomp_runtime_default=s.string("seccompProfile", "RuntimeDefault", choices=("RuntimeDefault", "unset")) != "unset",
+        run_as=_run_as(s),
+        add_capabilities=_added_capabilities(s),
     )
     if "nodeCachePath" in s.raw:
         s.problem("nodeCachePath", "is no longer used: each server's cache is an emptyDir on the node's instance store, "
@@ -671,6 +677,34 @@ def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str,
     if tp is not None and devices and lnc and tp != serving.tensor_parallel_size:
         s.problem("tensorParallelSize", f"{tp} does not match devicesPerVariant x (8 / logicalNeuronCores) = {devices} x {8 // lnc} = {serving.tensor_parallel_size}; omit it to derive it")
     return serving
+
+
+def _run_as(s: _Section) -> tuple[int, int] | None:
+    """serving.runAs: a user and a group, neither root (0), for a non-root server."""
+    if s.raw.get("runAs") is None:
+        return None
+    run_as = _Section(s.key("runAs"), s.raw["runAs"], s.problems, RUN_AS_KEYS)
+    user = run_as.integer("user", low=1, high=_KUBERNETES_ID_MAX)
+    group = run_as.integer("group", low=1, high=_KUBERNETES_ID_MAX)
+    return (user, group) if user and group else None
+
+
+def _added_capabilities(s: _Section) -> tuple[str, ...]:
+    """serving.addCapabilities: Linux capability names, each once, never one the servers may not keep."""
+    names = s.listing("addCapabilities", []) or []
+    for index, name in enumerate(names):
+        key = f"addCapabilities[{index}]"
+        if isinstance(name, str) and name.startswith("CAP_"):
+            s.problem(key, f"{name!r}: name it without the CAP_ prefix, as Kubernetes does ({name[4:]})")
+        elif not isinstance(name, str) or name not in LINUX_CAPABILITIES:
+            near = difflib.get_close_matches(str(name), sorted(LINUX_CAPABILITIES), n=1)
+            s.problem(key, f"{name!r} is not a Linux capability{f' (did you mean {near[0]}?)' if near else ''}")
+        elif name in NEVER_ADDED:
+            s.problem(key, f"{name}: {NEVER_ADDED[name]}")
+    repeated = sorted({n for n in names if isinstance(n, str) and names.count(n) > 1})
+    if repeated:
+        s.problem("addCapabilities", f"names {', '.join(repeated)} twice")
+    return tuple(n for n in names if isinstance(n, str))
 
 
 def _check_batched_tokens(s: _Section, batched: int, max_model_len: int) -> None:

@@ -194,3 +194,25 @@ def test_random_bad_values_name_their_key(path, value):
 def test_random_unknown_top_level_keys_are_rejected_by_name(key):
     problems = problems_for({**BASE, key: "x"})
     assert "unknown key" in problems[key]
+
+
+@pytest.mark.parametrize("value, words", [
+    ({"user": 0, "group": 1000}, "serving.runAs.user"),
+    ({"user": 1000}, "serving.runAs.group"),
+    ({"user": "1000", "group": 1000}, "serving.runAs.user"),
+    ({"user": 1000, "group": 1000, "fsGroup": 5}, "serving.runAs.fsGroup"),
+])
+def test_a_non_root_server_names_a_user_and_a_group(value, words):
+    assert words in problems_for(edited(BASE, "serving.runAs", value))
+
+
+@pytest.mark.parametrize("value, key, words", [
+    (["IPC_LCK"], "serving.addCapabilities[0]", "did you mean IPC_LOCK?"),
+    (["CAP_IPC_LOCK"], "serving.addCapabilities[0]", "without the CAP_ prefix"),
+    (["NET_RAW"], "serving.addCapabilities[0]", "never"),
+    (["IPC_LOCK", "IPC_LOCK"], "serving.addCapabilities", "twice"),
+    ("IPC_LOCK", "serving.addCapabilities", "must be a list"),
+])
+def test_an_added_capability_is_a_linux_capability(value, key, words):
+    problems = problems_for(edited(BASE, "serving.addCapabilities", value))
+    assert words in problems.get(key, ""), problems
