@@ -100,14 +100,49 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+NESTING_LIMIT = 100
+"""Deeper than any stack file nests (a variant's neuron config is four levels down); where the
+loader runs out of stack, the key is looked for past this depth."""
+
+
+def _key_of_deep_nesting(text: str, limit: int = NESTING_LIMIT) -> str:
+    """The mapping keys leading to where `text` first nests deeper than `limit` ("config.aws:region"),
+    read from YAML's event stream, which, unlike its loader, does not recurse."""
+    levels: list[list] = []  # per open collection: [is a mapping, its current key, expecting a key]
+
+    def value_done() -> None:
+        if levels and levels[-1][0]:
+            levels[-1][2] = True
+
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        top = levels[-1] if levels else None
+        if isinstance(event, yaml.ScalarEvent) and top and top[0] and top[2]:
+            top[1], top[2] = event.value, False
+        elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            if len(levels) >= limit:
+                break
+            if top and top[0] and top[2]:  # a collection as a key: no name to give it
+                top[1], top[2] = "?", False
+            levels.append([isinstance(event, yaml.MappingStartEvent), None, True])
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            levels.pop()
+            value_done()
+        elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+            value_done()
+    return ".".join(str(level[1]) for level in levels if level[0] and level[1] is not None)
+
+
 def _read_yaml(path: Path, stack: str | None = None) -> Any:
     name = stack or path.stem
     try:
-        return yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)
+        text = path.read_bytes().decode("utf-8")
+        return yaml.load(text, Loader=_UniqueKeyLoader)
     except UnicodeDecodeError as error:
         raise ConfigError(name, [(path.name, f"is not UTF-8 text: byte 0x{error.object[error.start]:02x} at offset {error.start}")]) from None
     except RecursionError:
-        raise ConfigError(name, [(path.name, "is nested too deeply to be a stack file")]) from None
+        key = _key_of_deep_nesting(text)
+        raise ConfigError(name, [(f"{path.name} {key}".strip(), f"is nested too deeply to be a stack file (more than "
+                                                                 f"{NESTING_LIMIT} levels deep)")]) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

@@ -45,7 +45,11 @@ CASES = [
     ("top-level-list", QWEN, text("- config\n"), "must be a mapping"),
     ("config-list", QWEN, text("config:\n  - aws:region\n"), "config"),
     ("empty-file", QWEN, text(""), "aws:region"),
-    ("deep-nesting", QWEN, text("config:\n  aws:region: " + "[" * 3000 + "]" * 3000 + "\n"), "nested too deeply"),
+    ("deep-nesting", QWEN, text("config:\n  aws:region: " + "[" * 3000 + "]" * 3000 + "\n"),
+     "Pulumi.deep-nesting.yaml config.aws:region: is nested too deeply"),
+    ("deep-nesting-in-a-section", QWEN, text("config:\n  aws:region: us-east-2\n  sd-trn2:serving:\n    neuronConfig: {kernels: "
+                                               + "[" * 3000 + "]" * 3000 + "}\n"),
+     "config.sd-trn2:serving.neuronConfig.kernels: is nested too deeply"),
     ("not-utf8", QWEN, b"config:\n  aws:region: us-east-2\xff\n", "is not UTF-8 text: byte 0xff"),
     ("duplicate-key", QWEN, text("config:\n  aws:region: us-east-2\n  sd-trn2:serving:\n    devicesPerVariant: 8\n"
                                  "    devicesPerVariant: 16\n"), "key 'devicesPerVariant' appears twice (lines 4 and 5)"),
