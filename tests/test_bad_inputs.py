@@ -70,6 +70,8 @@ CASES = [
      "study(draft Qwen/Qwen3-0.6B, window 5).draftMaxModelLen"),
     ("bad-stack-kind", QWEN, edit((P + "stackKind",), "cluster"), "stackKind"),
     ("bad-platform-ref", QWEN, edit((P + "platform",), "platform"), "platform"),
+    ("platform-ref-climbs", "qwen3-32b-qwen3-1.7b-shared", edit((P + "platform",), "organization/sd-trn2/.."),
+     "platform: organization/sd-trn2/..: '..' is not a stack name"),
     # Cluster.
     ("cidr-octet", QWEN, edit((P + "cluster", "vpcCidr"), "10.999.0.0/16"), "cluster.vpcCidr"),
     ("cidr-public", QWEN, edit((P + "cluster", "vpcCidr"), "8.8.0.0/16"), "cluster.vpcCidr"),
