@@ -106,13 +106,16 @@ loader runs out of stack, the key is looked for past this depth."""
 
 
 def _key_of_deep_nesting(text: str, limit: int = NESTING_LIMIT) -> str:
-    """The mapping keys leading to where `text` first nests deeper than `limit` ("config.aws:region"),
-    read from YAML's event stream, which, unlike its loader, does not recurse."""
-    levels: list[list] = []  # per open collection: [is a mapping, its current key, expecting a key]
+    """The keys leading to where `text` first nests deeper than `limit` ("config.sd-trn2:variants[1]
+    .neuronConfig"; list indexes only before a key), read from YAML's event stream, which, unlike its
+    loader, does not recurse."""
+    levels: list[list] = []  # per open collection: [is a mapping, its current key or index, expecting a key]
 
     def value_done() -> None:
         if levels and levels[-1][0]:
             levels[-1][2] = True
+        elif levels:
+            levels[-1][1] += 1
 
     for event in yaml.parse(text, Loader=yaml.SafeLoader):
         top = levels[-1] if levels else None
@@ -123,13 +126,17 @@ def _key_of_deep_nesting(text: str, limit: int = NESTING_LIMIT) -> str:
                 break
             if top and top[0] and top[2]:  # a collection as a key: no name to give it
                 top[1], top[2] = "?", False
-            levels.append([isinstance(event, yaml.MappingStartEvent), None, True])
+            mapping = isinstance(event, yaml.MappingStartEvent)
+            levels.append([mapping, None if mapping else 0, True])
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             levels.pop()
             value_done()
         elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
             value_done()
-    return ".".join(str(level[1]) for level in levels if level[0] and level[1] is not None)
+    parts = [f".{level[1]}" if level[0] else f"[{level[1]}]" for level in levels if level[1] is not None]
+    while parts and parts[-1].startswith("["):
+        parts.pop()
+    return "".join(parts).lstrip(".")
 
 
 def _read_yaml(path: Path, stack: str | None = None) -> Any:
