@@ -180,11 +180,12 @@ def silent_canary_checks(findings: list[Finding]) -> set[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from stackconfig.source import stack_names
+    from stackconfig.source import stack_argument, stack_names
 
     parser = argparse.ArgumentParser(prog="python -m tools scan", description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkov", required=True, help="the checkov executable (make scan installs it in .venv-scan)")
-    parser.add_argument("--stack", action="append", help="scan only this stack (repeatable); default every stack")
+    parser.add_argument("--stack", action="append", type=stack_argument,
+                        help="scan only this stack (repeatable); default every stack")
     args = parser.parse_args(argv)
     known = stack_names()
     unknown = [s for s in args.stack or [] if s not in known]

@@ -23,6 +23,20 @@ from .model import Variant
 from .store import MODEL_STORE_MOUNT_PATH, PreparedModel, gib, staging_prefix
 
 VLLM_PORT = 8000
+LINUX_CAPABILITIES = frozenset({
+    "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE", "CHOWN", "DAC_OVERRIDE",
+    "DAC_READ_SEARCH", "FOWNER", "FSETID", "IPC_LOCK", "IPC_OWNER", "KILL", "LEASE", "LINUX_IMMUTABLE", "MAC_ADMIN",
+    "MAC_OVERRIDE", "MKNOD", "NET_ADMIN", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_RAW", "PERFMON", "SETFCAP", "SETGID",
+    "SETPCAP", "SETUID", "SYS_ADMIN", "SYS_BOOT", "SYS_CHROOT", "SYS_MODULE", "SYS_NICE", "SYS_PACCT", "SYS_PTRACE",
+    "SYS_RAWIO", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "SYSLOG", "WAKE_ALARM"})
+"""The capabilities a server may be given back (serving.addCapabilities), as Kubernetes names them:
+Linux's, without the CAP_ prefix (capabilities(7))."""
+NEVER_ADDED = {"NET_RAW": "the servers never keep NET_RAW (security/checkov CKV_K8S_28 may never be allowlisted for them: "
+                          "offline/scan.py NEVER_ALLOWED)"}
+BASELINE_CAPABILITIES = frozenset({"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                                   "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
+"""What Pod Security "baseline" lets a container add (Kubernetes Pod Security Standards, Baseline,
+"Capabilities"): a server given any other runs only in a namespace that enforces no level."""
 NODE_CACHE_MOUNT = "/node-cache"
 TOKEN_VARIABLE = "HF_TOKEN"
 """The Hugging Face token's variable: never set by the program, and refused in a stack's environment."""

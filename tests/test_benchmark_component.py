@@ -241,3 +241,23 @@ def test_the_study_view_divides_each_baseline_by_its_configuration():
             numerator, denominator = expression.split(" / ")
             assert series[numerator][3] == spec.variant(name).baseline and series[denominator][3] == name
         assert widget["properties"]["stat"] == "p50" and widget["properties"]["setPeriodToTimeRange"] is True
+
+
+def test_the_run_config_is_strict_json():
+    """NaN and Infinity are no JSON (RFC 8259, section 6), yet json.dumps writes them by default: a
+    value validation missed must fail the plan, never reach the pod as `NaN`."""
+    from dataclasses import replace
+
+    from components.pairing.benchmark import run_config, run_config_json
+
+    spec = load_stack("qwen3-32b-qwen3-1.7b").spec()
+    endpoints = {v.name: "http://vllm" for v in spec.variants}
+
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} in run-config.json")
+
+    assert json.loads(run_config_json(run_config(spec, endpoints)), parse_constant=refuse)["stack"] == spec.stack
+    for value in (float("nan"), float("inf")):
+        unchecked = replace(spec, benchmark=replace(spec.benchmark, sampling_params={"temperature": value}))
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            run_config_json(run_config(unchecked, endpoints))

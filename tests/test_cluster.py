@@ -148,7 +148,9 @@ def test_an_eks_default_that_breaks_a_requirement_is_refused_before_it_is_instal
 
     from components.platform.addons import checked_build
 
-    assert checked_build("aws-mountpoint-s3-csi-driver", "1.35", "v2.4.0-eksbuild.1") == "v2.4.0-eksbuild.1"
+    assert checked_build("aws-mountpoint-s3-csi-driver", "1.35", "v2.4.1-eksbuild.1") == "v2.4.1-eksbuild.1"
+    with pytest.raises(pulumi.RunError, match="v2.4.1 or later"):
+        checked_build("aws-mountpoint-s3-csi-driver", "1.35", "v2.4.0-eksbuild.1")
     with pytest.raises(pulumi.RunError, match="aws-mountpoint-s3-csi-driver build for Kubernetes 1.35 is v1.15.0-eksbuild.1"):
         checked_build("aws-mountpoint-s3-csi-driver", "1.35", "v1.15.0-eksbuild.1")
     with pytest.raises(pulumi.RunError, match="needs v1.35"):

@@ -24,7 +24,7 @@ from moto.ssm.models import Parameter, ssm_backends
 from offline.stacks import load_stack
 from stackconfig import StackSpec
 from stackconfig.source import PROJECT_DIR
-from stackconfig.versions import stack_addons
+from stackconfig.versions import AMI_RELEASE, stack_addons
 from tools.preflight import account, capacity, clis, cost, hub, platform, run
 from tools.preflight.estimate import run_estimate
 
@@ -312,9 +312,9 @@ def test_capacity_block_durations_cover_the_run_in_whole_days_up_to_fourteen():
 
 def test_the_ami_parameter_is_the_one_karpenter_reads():
     assert platform.ami_parameter(spec_of()) == ("/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/neuron/"
-                                                 "amazon-eks-node-al2023-x86_64-neuron-1.35-v20260714/image_id")
+                                                 f"amazon-eks-node-al2023-x86_64-neuron-1.35-{AMI_RELEASE.tag}/image_id")
     assert platform.ami_parameter(spec_of(**ON_1_34)) == ("/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/neuron/"
-                                                          "amazon-eks-node-al2023-x86_64-neuron-1.34-v20260714/image_id")
+                                                          f"amazon-eks-node-al2023-x86_64-neuron-1.34-{AMI_RELEASE.tag}/image_id")
 
 
 def test_ami_passes_when_the_public_parameter_exists(moto_endpoint):
@@ -381,15 +381,34 @@ def test_addons_fail_naming_an_unknown_build():
     assert "vpc-cni" not in result.found
 
 
-def test_an_eks_default_the_program_cannot_run_fails():
+def test_an_eks_default_the_program_cannot_run_fails(monkeypatch):
+    """The Mountpoint driver is pinned on 1.35; here it is left to EKS's default, whose build breaks
+    its requirement."""
+    from stackconfig.versions import AddonPin
+
     spec = spec_of()
     answers = offered_as_planned(spec)
     answers["aws-mountpoint-s3-csi-driver"] = [("v1.15.0-eksbuild.1", True)]
     answers["amazon-cloudwatch-observability"] = [("v4.10.3-eksbuild.1", False)]
+    pins = {**stack_addons("1.35", spec.cluster.workload_identity), "aws-mountpoint-s3-csi-driver": AddonPin(None, "EKS's")}
+    monkeypatch.setattr(platform, "stack_addons", lambda *_: pins)
     result = addons_answer(spec, answers)
     assert result.status == "FAIL"
-    assert "aws-mountpoint-s3-csi-driver v1.15.0-eksbuild.1 is not v2.* (EKS default)" in result.found
+    assert "aws-mountpoint-s3-csi-driver v1.15.0-eksbuild.1 is not v2.4.1 or later" in result.found
+    assert "(EKS default)" in result.found
     assert "amazon-cloudwatch-observability: EKS marks no default build and none is pinned" in result.found
+
+
+@pytest.mark.parametrize("kubernetes, build, allowed", [
+    # v2.4.0 (Mountpoint 1.22.0) brought an I/O error race after closing a truncated file; v2.4.1 fixes
+    # it (awslabs/mountpoint-s3-csi-driver CHANGELOG.md). 1.35 is tested from v2.4.0, so 1.35 needs v2.4.1.
+    ("1.35", "v2.4.1-eksbuild.1", True), ("1.35", "v2.9.2-eksbuild.1", True), ("1.35", "v2.4.0-eksbuild.1", False),
+    ("1.35", "v2.3.0-eksbuild.1", False), ("1.34", "v2.3.0-eksbuild.1", True), ("1.34", "v2.4.0-eksbuild.1", False),
+    ("1.34", "v1.15.0-eksbuild.1", False), ("1.34", "v3.0.0-eksbuild.1", False)])
+def test_a_mountpoint_driver_build_with_the_truncation_race_or_untested_on_the_version_is_refused(kubernetes, build, allowed):
+    from stackconfig.versions import addon_requirement
+
+    assert addon_requirement("aws-mountpoint-s3-csi-driver", kubernetes).allows(build) is allowed
 
 
 @pytest.mark.parametrize("build, allowed", [("v1.20.4-eksbuild.1", True), ("v1.22.1-eksbuild.2", True), ("v1.21.2-eksbuild.2", True),

@@ -25,6 +25,7 @@ from benchmark import tuning_report
 from benchmark.report import write_report
 from benchmark.results import RUN_FILE
 from benchmark.study import STUDY_FILE
+from stackconfig.source import stack_argument
 
 from .stack import ToolError, aws_session, bucket_of, pairing_spec, run_tool
 
@@ -99,7 +100,7 @@ def latest_study(client: Any, bucket: str, results: str, studies: list[str]) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
+    parser.add_argument("--stack", required=True, type=stack_argument)
     parser.add_argument("--bucket", help="default: the stack's modelBucket output")
     parser.add_argument("--run-id", help="default: the latest run")
     parser.add_argument("--out", type=Path)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 from stackconfig import PlatformSpec, StackSpec
-from stackconfig.source import PROJECT_DIR
+from stackconfig.source import PROJECT_DIR, stack_argument
 
 from .preflight import run as preflight
 from .stack import require_cli, run_tool, stack_spec
@@ -88,7 +88,7 @@ def up(stack: str, skip_preflight: bool, allow_open_endpoint: bool = False) -> i
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools up", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
+    parser.add_argument("--stack", required=True, type=stack_argument)
     parser.add_argument("--skip-preflight", action="store_true", help="go straight to `pulumi up`")
     parser.add_argument("--allow-open-endpoint", action="store_true",
                         help="create a cluster whose public endpoint is open to 0.0.0.0/0 without asking")

@@ -10,6 +10,8 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from stackconfig.versions import AMI_RELEASE
+
 from ..handle import SYSTEM_NODE_LABEL
 from ..iam import ec2_node_role, key_policy
 from ..identity import Mechanism, WorkloadIdentity
@@ -165,6 +167,14 @@ class Cluster(pulumi.ComponentResource):
             capacity_type="ON_DEMAND",
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=system_template.id, version=system_template.latest_version.apply(str)),
+            # Named here, or the nodes never follow an upgrade: pulumi-eks copies the cluster's
+            # version into a node group only when it names neither a version nor a launch template
+            # (pulumi/pulumi-eks nodejs/eks/nodes/nodegroup.ts, `if (!args.version &&
+            # !args.launchTemplate)`, v4.3.0 and 7bf0c1b). The template holds no AMI, so EKS picks
+            # the AL2023 AMI (its default for new node groups from Kubernetes 1.30: EKS user guide,
+            # "Kubernetes versions on extended support", 1.30) of this release version.
+            version=args.kubernetes_version,
+            release_version=AMI_RELEASE.release_version(args.kubernetes_version),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=args.system_node_count, min_size=args.system_node_count, max_size=args.system_node_count + 1
             ),

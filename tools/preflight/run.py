@@ -23,6 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
 from stackconfig import PlatformSpec, StackSpec
+from stackconfig.source import stack_argument
 from tools.stack import StackFileError, ToolError, one_line, pulumi_outputs, stack_spec
 
 from . import account, capacity, clis, cost, hub, platform
@@ -121,7 +122,7 @@ def report(spec: StackSpec | PlatformSpec, results: list[Result], as_json: bool)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
+    parser.add_argument("--stack", required=True, type=stack_argument)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     try:
