@@ -54,7 +54,7 @@ def test_a_hostile_stack_name_exits_2_and_deletes_nothing(layout, capsys, previe
         assert survivors == canaries, f"--stack {name!r} deleted {set(canaries) - set(survivors)}"
 
 
-@pytest.mark.parametrize("command", ["preflight", "up", "destroy", "sweep", "benchmark", "results"])
+@pytest.mark.parametrize("command", ["preflight", "up", "destroy", "sweep", "benchmark", "results", "lock"])
 def test_every_command_refuses_a_hostile_name_before_it_acts(capsys, command, tmp_path):
     for name in hostile_names(tmp_path):
         assert cli.main([command, "--stack", name]) == 2, (command, name)

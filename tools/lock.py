@@ -112,7 +112,7 @@ def lock(stack: str, refs: list[str], hub: Hub) -> list[str]:
 def main(argv: list[str] | None = None, hub: Hub | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools lock", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
+    parser.add_argument("--stack", required=True, type=source.stack_argument)
     parser.add_argument("--ref", action="append", default=[], metavar="MODEL=REF",
                         help="resolve this model at REF (a branch, a tag or a commit) instead of main")
     args = parser.parse_args(argv)
