@@ -1,6 +1,7 @@
 """What a pairing's servers may do in the store, and the publisher beside each of them.
 
-The vLLM container only reads the store, through the read-only Mountpoint volume. Publication is the
+The vLLM container only reads the store, through the read-only Mountpoint volume, and holds no AWS
+credentials: the pod skips it (identity.py SKIP_CONTAINERS_ANNOTATION). Publication is the
 publisher's (modelstore/publish.py), a native sidecar under the pairing's server identity: it may put
 objects under its variants' staging and artifact prefixes, read them back and list them, and never
 delete. The vLLM container itself runs as before (hardening it is the Neuron runtime's question)."""
