@@ -27,7 +27,7 @@ from botocore.exceptions import ClientError
 
 from . import fp8
 from .hub import DEFAULT_ENDPOINT, Hub, HubError, RemoteFile, wanted
-from .objects import exists, put_if_absent, put_json, upload_tree
+from .objects import StoreConflict, exists, put_if_absent, put_json_once, upload_tree
 from .progress import Progress, human
 
 MANIFEST_FILE, MARKER_FILE, FILES_DIR = "manifest.json", ".complete", "files"
@@ -99,10 +99,11 @@ def prepare(args: argparse.Namespace, client: Any, hub: Hub) -> int:
     progress = Progress("upload", sum(p.stat().st_size for p in source.rglob("*") if p.is_file()), say)
     entries = upload_tree(client, args.bucket, prefix + FILES_DIR + "/", source, progress, args.parallel, hashes)
     progress.finish()
-    put_json(client, args.bucket, prefix + MANIFEST_FILE, {
+    # A retried preparation finds its own manifest: the same but for the time (objects.put_json_once).
+    put_json_once(client, args.bucket, prefix + MANIFEST_FILE, {
         "model": args.model, "revision": args.revision, "commit": revision.commit, "form": args.form,
         "preparedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "bytes": sum(e.size for e in entries),
-        "files": [e.to_json() for e in entries]})
+        "files": [e.to_json() for e in entries]}, volatile=frozenset({"preparedAt"}))
     marker = json.dumps({"commit": revision.commit, "manifest": MANIFEST_FILE}).encode()
     if put_if_absent(client, args.bucket, prefix + MARKER_FILE, marker):
         say(f"prepared s3://{args.bucket}/{prefix} ({len(entries)} files, commit {revision.commit})")
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None, client: Any = None, hub: Hub | None = No
     try:
         hub = hub or Hub(os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT), hub_token(os.environ))
         return prepare(args, client, hub)
-    except (PrepareError, HubError, fp8.RescaleError, ClientError, OSError) as error:
+    except (PrepareError, HubError, fp8.RescaleError, ClientError, OSError, StoreConflict) as error:
         print(f"prepare: {args.model}@{args.revision} ({args.form}) failed: {error}", file=sys.stderr, flush=True)
         return 1
 

@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
-from .objects import copy_set, entries_of, exists, put_if_absent, put_json, read_json, upload_tree
+from .objects import StoreConflict, copy_set, entries_of, exists, put_if_absent, put_json, put_json_once, read_json, upload_tree
 from .progress import Progress
 
 COMMIT_FILE, COMPLETE_FILE, MANIFEST_FILE = "commit.json", "complete.json", "manifest.json"
@@ -57,7 +57,7 @@ def finish(client: Any, bucket: str, artifact: str, commit: dict[str, Any]) -> N
     progress = Progress("copy committed set", sum(e.size for e in entries), say)
     copy_set(client, bucket, entries, commit["staging"] + FILES_DIR, f"{artifact}/{FILES_DIR}", progress)
     progress.finish()
-    put_json(client, bucket, f"{artifact}/{COMPLETE_FILE}", {**commit, "files": [e.to_json() for e in entries]})
+    put_json_once(client, bucket, f"{artifact}/{COMPLETE_FILE}", {**commit, "files": [e.to_json() for e in entries]})
     say(f"s3://{bucket}/{artifact}/{FILES_DIR} holds the committed set {commit['set']}")
 
 
@@ -101,7 +101,7 @@ def run(client: Any, args: argparse.Namespace, sleep: Callable[[float], None] = 
         try:
             say(publish_once(client, args.bucket, args.artifact, Path(args.compile_dir), args.writer))
             return
-        except (ClientError, OSError) as error:
+        except (ClientError, OSError, StoreConflict) as error:
             say(f"failed ({error}); retrying in {args.poll_seconds} s")
             sleep(args.poll_seconds)
 

@@ -15,7 +15,7 @@ BUCKET, ARTIFACT = "models", "compiled/qwen-qwen3-32b/bs4-len1024-tp32-012345678
 
 
 class Client:
-    """A boto3 client that logs every call by name and may hold conditional writes at a barrier."""
+    """A boto3 client that logs every call by name and may hold the commits at a barrier."""
 
     def __init__(self, client, barrier: threading.Barrier | None = None):
         self.client, self.barrier, self.calls = client, barrier, []
@@ -25,7 +25,7 @@ class Client:
 
         def call(*args, **kwargs):
             self.calls.append(name)
-            if name == "put_object" and "IfNoneMatch" in kwargs and self.barrier:
+            if name == "put_object" and kwargs.get("Key", "").endswith(publish.COMMIT_FILE) and self.barrier:
                 self.barrier.wait(timeout=10)
             return method(*args, **kwargs)
         return call

@@ -59,8 +59,28 @@ def lifecycle_rules() -> list[dict]:
     ]
 
 
-def tls_only_bucket_policy(bucket_arn: str) -> dict:
-    return policy_document([deny_insecure_transport("s3", [bucket_arn, f"{bucket_arn}/*"])])
+WRITE_ONCE_ROOTS = (WEIGHTS_ROOT, COMPILED_ROOT)
+"""Prepared weights with their manifests and markers; committed sets with commit.json and
+complete.json: keys that must never change. Staging sets are each one writer's own, uncommitted or
+copied out, and expire (lifecycle_rules)."""
+
+
+def write_once_statement(bucket_arn: str) -> dict:
+    """Refuse any write under WRITE_ONCE_ROOTS that could replace an object: a PutObject or
+    CompleteMultipartUpload without `If-None-Match` (with it, S3 answers 412 when the key exists).
+    That makes CopyObject unusable there (403 without the header, 501 with it). The multipart calls that cannot carry
+    the header (CreateMultipartUpload, UploadPart, UploadPartCopy) are exempt by
+    `s3:ObjectCreationOperation`, so uploads and server-side copies complete with it
+    (modelstore/objects.py). AWS S3 User Guide, "Enforce conditional writes on Amazon S3 buckets",
+    examples 1 and 2; no principal is exempt, the deployer included."""
+    return {"Sid": "DenyUnconditionalWritesOfWriteOnceKeys", "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
+            "Resource": [f"{bucket_arn}/{root}*" for root in WRITE_ONCE_ROOTS],
+            "Condition": {"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}}}
+
+
+def bucket_policy(bucket_arn: str) -> dict:
+    """TLS only, and write-once where keys must never change."""
+    return policy_document([deny_insecure_transport("s3", [bucket_arn, f"{bucket_arn}/*"]), write_once_statement(bucket_arn)])
 
 
 @dataclass(frozen=True)
@@ -109,7 +129,7 @@ class ModelStore(pulumi.ComponentResource):
         aws.s3.BucketLifecycleConfiguration(name, bucket=bucket.id, rules=lifecycle_rules(),
                                             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]))
         aws.s3.BucketPolicy(name, bucket=bucket.id,
-                            policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn), sort_keys=True)),
+                            policy=bucket.arn.apply(lambda arn: json.dumps(bucket_policy(arn), sort_keys=True)),
                             opts=child)
 
         csi_role = WorkloadRole(f"{name}-csi", WorkloadRoleArgs(
