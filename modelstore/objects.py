@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,10 +110,15 @@ def ranges(size: int, part_bytes: int) -> list[tuple[int, int]]:
     return [(start, min(start + step, size) - 1) for start in range(0, size, step)]
 
 
+def tagging(tags: dict[str, str] | None) -> dict[str, str]:
+    """The `Tagging` parameter of a PutObject or CreateMultipartUpload, if there are tags."""
+    return {"Tagging": urllib.parse.urlencode(tags)} if tags else {}
+
+
 def _multipart_once(client: Any, bucket: str, key: str, size: int, part_bytes: int,
-                    upload_part: Callable[[str, int, tuple[int, int]], dict[str, Any]]) -> None:
+                    upload_part: Callable[[str, int, tuple[int, int]], dict[str, Any]], tags: dict[str, str] | None = None) -> None:
     """One multipart upload of `key`, completed only if the key is still free; aborted on failure."""
-    upload = client.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm=CHECKSUM)["UploadId"]
+    upload = client.create_multipart_upload(Bucket=bucket, Key=key, ChecksumAlgorithm=CHECKSUM, **tagging(tags))["UploadId"]
     try:
         parts = [{"PartNumber": number, **upload_part(upload, number, span)}
                  for number, span in enumerate(ranges(size, part_bytes), start=1)]
@@ -127,13 +133,13 @@ def _part_result(response: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in response.items() if k == "ETag" or k == f"Checksum{CHECKSUM}"}
 
 
-def upload_once(client: Any, bucket: str, key: str, path: Path, sha256: str) -> bool:
-    """Write the file at `path` to `key` once: True if this call wrote it, False if the same bytes
-    were already there; StoreConflict if other bytes are."""
+def upload_once(client: Any, bucket: str, key: str, path: Path, sha256: str, tags: dict[str, str] | None = None) -> bool:
+    """Write the file at `path` to `key` once (with `tags`): True if this call wrote it, False if the
+    same bytes were already there; StoreConflict if other bytes are."""
     size = path.stat().st_size
     try:
         if size <= PART_BYTES:
-            client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes(), IfNoneMatch="*")
+            client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes(), IfNoneMatch="*", **tagging(tags))
             return True
 
         def part(upload: str, number: int, span: tuple[int, int]) -> dict[str, Any]:
@@ -142,7 +148,7 @@ def upload_once(client: Any, bucket: str, key: str, path: Path, sha256: str) -> 
                 body = handle.read(span[1] - span[0] + 1)
             return _part_result(client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number,
                                                    Body=body, ChecksumAlgorithm=CHECKSUM))
-        _multipart_once(client, bucket, key, size, PART_BYTES, part)
+        _multipart_once(client, bucket, key, size, PART_BYTES, part, tags)
         return True
     except ClientError as error:
         return settled(client, bucket, key, sha256, error)
@@ -185,9 +191,16 @@ def json_bytes(document: dict[str, Any]) -> bytes:
     return json.dumps(document, indent=2, sort_keys=True).encode()
 
 
-def put_json(client: Any, bucket: str, key: str, document: dict[str, Any]) -> None:
+def put_json(client: Any, bucket: str, key: str, document: dict[str, Any], tags: dict[str, str] | None = None) -> None:
     """An ordinary write, for keys outside the write-once roots (a staging set's manifest)."""
-    client.put_object(Bucket=bucket, Key=key, Body=json_bytes(document), ContentType="application/json")
+    client.put_object(Bucket=bucket, Key=key, Body=json_bytes(document), ContentType="application/json", **tagging(tags))
+
+
+def tag_objects(client: Any, bucket: str, keys: list[str], tags: dict[str, str], parallel: int = 8) -> None:
+    """Replace the tags of every object in `keys` (its current version) with `tags`."""
+    tag_set = {"TagSet": [{"Key": k, "Value": v} for k, v in tags.items()]}
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        list(pool.map(lambda key: client.put_object_tagging(Bucket=bucket, Key=key, Tagging=tag_set), keys))
 
 
 def put_json_once(client: Any, bucket: str, key: str, document: dict[str, Any], volatile: frozenset[str] = frozenset()) -> bool:
@@ -207,7 +220,8 @@ def put_json_once(client: Any, bucket: str, key: str, document: dict[str, Any], 
 
 
 def upload_tree(client: Any, bucket: str, prefix: str, root: Path, progress: Progress, parallel: int = 8,
-                hashes: dict[str, str] | None = None, skip: frozenset[str] = frozenset()) -> list[Entry]:
+                hashes: dict[str, str] | None = None, skip: frozenset[str] = frozenset(),
+                tags: dict[str, str] | None = None) -> list[Entry]:
     """Upload every file under `root` (but the relative paths in `skip`) to `prefix` + its relative
     path once (upload_once), `parallel` files at a time, hashing what is not already known. Returns
     the manifest."""
@@ -216,7 +230,7 @@ def upload_tree(client: Any, bucket: str, prefix: str, root: Path, progress: Pro
     def one(path: Path) -> Entry:
         relative = path.relative_to(root).as_posix()
         entry = Entry(relative, path.stat().st_size, known.get(relative) or sha256_of(path))
-        upload_once(client, bucket, prefix + relative, path, entry.sha256)
+        upload_once(client, bucket, prefix + relative, path, entry.sha256, tags)
         progress.add(entry.size)
         return entry
 

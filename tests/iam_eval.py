@@ -78,7 +78,8 @@ def allows(policy: dict, action: str, resource: str, context: dict[str, Any] | N
 # buckets"). s3:if-none-match is present only when the request carries If-None-Match.
 _OBJECT_CREATION = {"PutObject": "true", "CopyObject": "true", "CompleteMultipartUpload": "true",
                     "CreateMultipartUpload": "false", "UploadPart": "false", "UploadPartCopy": "false"}
-_OTHER_ACTIONS = {"GetObject": "s3:GetObject", "HeadObject": "s3:GetObject", "AbortMultipartUpload": "s3:AbortMultipartUpload"}
+_OTHER_ACTIONS = {"GetObject": "s3:GetObject", "HeadObject": "s3:GetObject", "AbortMultipartUpload": "s3:AbortMultipartUpload",
+                  "PutObjectTagging": "s3:PutObjectTagging"}
 
 
 def s3_request(operation: str, params: dict[str, Any], bucket_arn: str) -> tuple[str, str, dict[str, Any]]:

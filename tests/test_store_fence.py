@@ -128,6 +128,11 @@ def test_the_driver_reads_only_what_servers_mount(stack):
     assert not allows(policy, "s3:ListBucket", arn)  # a list without a prefix is the whole bucket
 
 
+def rule_prefix(rule: dict) -> str:
+    """The key prefix a lifecycle rule's filter names, alone or in an `and` with tags."""
+    return rule["filter"].get("prefix", rule["filter"].get("and", {}).get("prefix"))
+
+
 @pytest.mark.parametrize("stack", [STANDALONE[0], "platform"])
 def test_results_are_versioned_and_no_lifecycle_rule_expires_them(stack):
     recording = recorded(stack)
@@ -136,12 +141,12 @@ def test_results_are_versioned_and_no_lifecycle_rule_expires_them(stack):
     (lifecycle,) = recording.of_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
     assert versioning.urn in lifecycle.dependencies  # versions exist before rules about them
     result = f"{RESULTS_ROOT}some-pairing/run-1/run.json"
-    covering = [r for r in lifecycle.inputs["rules"] if result.startswith(r["filter"]["prefix"])]
+    covering = [r for r in lifecycle.inputs["rules"] if result.startswith(rule_prefix(r))]
     assert covering, "the cleanup rules cover the whole bucket"
     for rule in covering:
         assert "noncurrentVersionExpiration" not in rule and "transitions" not in rule, rule["id"]
         assert rule.get("expiration", {}).get("days") is None, rule["id"]
-    expiring_versions = {r["filter"]["prefix"] for r in lifecycle.inputs["rules"] if "noncurrentVersionExpiration" in r}
+    expiring_versions = {rule_prefix(r) for r in lifecycle.inputs["rules"] if "noncurrentVersionExpiration" in r}
     assert expiring_versions == {"weights/", "compiled/", "cache/", "staging/"}
 
 

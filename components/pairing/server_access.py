@@ -34,6 +34,9 @@ def publisher_policy(bucket_arn: str, artifact_paths: list[str]) -> dict:
     return policy_document([
         {"Sid": "PublishCompiledSets", "Effect": "Allow", "Action": ["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"],
          "Resource": [f"{bucket_arn}/{prefix}*" for prefix in prefixes]},
+        # A staging set's state tag, which the bucket's lifecycle reads (modelstore/publish.py).
+        {"Sid": "TagStagingSets", "Effect": "Allow", "Action": "s3:PutObjectTagging",
+         "Resource": [f"{bucket_arn}/{staging_prefix(path)}*" for path in artifact_paths]},
         {"Sid": "ListCompiledSets", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
          "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*" for prefix in prefixes]}}},
     ])

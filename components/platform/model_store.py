@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from modelstore.publish import STAGING_STATE_TAG, UNCOMMITTED
 from stackconfig.model import CACHE_ROOT
 from stackconfig.store import COMPILED_ROOT, SERVED_ROOTS, STAGING_EXPIRY_DAYS, STAGING_ROOT, WEIGHTS_ROOT
 
@@ -41,14 +42,19 @@ def bucket_access_policy(bucket_arn: str) -> dict:
 
 def lifecycle_rules() -> list[dict]:
     """The bucket is versioned, so a result is never lost to an overwrite and a writer's mistake can
-    be undone. Staging sets nobody committed expire (stackconfig/store.py); replaced versions of
+    be undone. Staging objects tagged uncommitted expire (stackconfig/store.py): a set nobody
+    committed, or one already copied into place; a set tagged committed, which a commit may name
+    and which is not in place yet, never does (modelstore/publish.py). Replaced versions of
     prepared weights, compiled sets and tokenizer caches go after REPLACED_VERSION_DAYS (a second
     preparation of a model would otherwise be paid for twice); replaced versions of results are kept.
     Delete markers with nothing behind them and multipart uploads a killed writer left open are
     cleaned up."""
     return [
-        {"id": "expire-uncommitted-staging-sets", "status": "Enabled", "filter": {"prefix": STAGING_ROOT},
-         "expiration": {"days": STAGING_EXPIRY_DAYS}, "noncurrent_version_expiration": {"noncurrent_days": 1}},
+        {"id": "expire-uncommitted-staging-sets", "status": "Enabled",
+         "filter": {"and_": {"prefix": STAGING_ROOT, "tags": {STAGING_STATE_TAG: UNCOMMITTED}}},
+         "expiration": {"days": STAGING_EXPIRY_DAYS}},
+        {"id": "expire-replaced-staging-versions", "status": "Enabled", "filter": {"prefix": STAGING_ROOT},
+         "noncurrent_version_expiration": {"noncurrent_days": 1}},
         *({"id": f"expire-replaced-{root.rstrip('/')}-versions", "status": "Enabled", "filter": {"prefix": root},
            "noncurrent_version_expiration": {"noncurrent_days": REPLACED_VERSION_DAYS}}
           for root in (WEIGHTS_ROOT, COMPILED_ROOT, CACHE_ROOT)),
