@@ -93,15 +93,30 @@ def stored_sha256(client: Any, bucket: str, key: str) -> str:
     return digest.hexdigest()
 
 
-def settled(client: Any, bucket: str, key: str, sha256: str, error: ClientError) -> bool:
-    """After a conditional write of `key` failed: False when the object already there is the one
-    expected (a retried writer, or another writer of the same bytes), else the error or a conflict."""
-    if not lost_race(error):
-        raise error
+def already_there(client: Any, bucket: str, key: str, sha256: str) -> bool:
+    """True if `key` holds the bytes expected (a retried writer, or another writer of the same bytes),
+    False if it is free; StoreConflict if it holds other bytes."""
+    if not exists(client, bucket, key):
+        return False
     found = stored_sha256(client, bucket, key)
     if found != sha256:
         raise StoreConflict(f"s3://{bucket}/{key} already holds sha256 {found}, not the expected {sha256}")
-    return False
+    return True
+
+
+def _write_once(client: Any, bucket: str, key: str, sha256: str, write: Callable[[], None]) -> bool:
+    """Run the conditional `write` of `key` unless the expected bytes are there already (asked first,
+    so a retried writer sends nothing twice): True if it wrote, False if the key was done. A write
+    that meets 412 is done only if the object it met is the expected one."""
+    if already_there(client, bucket, key, sha256):
+        return False
+    try:
+        write()
+        return True
+    except ClientError as error:
+        if lost_race(error) and already_there(client, bucket, key, sha256):
+            return False
+        raise
 
 
 def ranges(size: int, part_bytes: int) -> list[tuple[int, int]]:
@@ -137,40 +152,37 @@ def upload_once(client: Any, bucket: str, key: str, path: Path, sha256: str, tag
     """Write the file at `path` to `key` once (with `tags`): True if this call wrote it, False if the
     same bytes were already there; StoreConflict if other bytes are."""
     size = path.stat().st_size
-    try:
+
+    def part(upload: str, number: int, span: tuple[int, int]) -> dict[str, Any]:
+        with path.open("rb") as handle:
+            handle.seek(span[0])
+            body = handle.read(span[1] - span[0] + 1)
+        return _part_result(client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number,
+                                               Body=body, ChecksumAlgorithm=CHECKSUM))
+
+    def write() -> None:
         if size <= PART_BYTES:
             client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes(), IfNoneMatch="*", **tagging(tags))
-            return True
-
-        def part(upload: str, number: int, span: tuple[int, int]) -> dict[str, Any]:
-            with path.open("rb") as handle:
-                handle.seek(span[0])
-                body = handle.read(span[1] - span[0] + 1)
-            return _part_result(client.upload_part(Bucket=bucket, Key=key, UploadId=upload, PartNumber=number,
-                                                   Body=body, ChecksumAlgorithm=CHECKSUM))
-        _multipart_once(client, bucket, key, size, PART_BYTES, part, tags)
-        return True
-    except ClientError as error:
-        return settled(client, bucket, key, sha256, error)
+        else:
+            _multipart_once(client, bucket, key, size, PART_BYTES, part, tags)
+    return _write_once(client, bucket, key, sha256, write)
 
 
 def copy_once(client: Any, bucket: str, source: str, target: str, entry: "Entry") -> bool:
     """Server-side copy of a manifest entry from `source` to `target` once (UploadPartCopy parts,
     completed with If-None-Match): True if this call wrote it, False if the same bytes were there."""
-    try:
+    def part(upload: str, number: int, span: tuple[int, int]) -> dict[str, Any]:
+        response = client.upload_part_copy(Bucket=bucket, Key=target, UploadId=upload, PartNumber=number,
+                                           CopySource={"Bucket": bucket, "Key": source},
+                                           CopySourceRange=f"bytes={span[0]}-{span[1]}")
+        return _part_result(response["CopyPartResult"])
+
+    def write() -> None:
         if entry.size == 0:  # UploadPartCopy needs a byte to copy
             client.put_object(Bucket=bucket, Key=target, Body=b"", IfNoneMatch="*")
-            return True
-
-        def part(upload: str, number: int, span: tuple[int, int]) -> dict[str, Any]:
-            response = client.upload_part_copy(Bucket=bucket, Key=target, UploadId=upload, PartNumber=number,
-                                               CopySource={"Bucket": bucket, "Key": source},
-                                               CopySourceRange=f"bytes={span[0]}-{span[1]}")
-            return _part_result(response["CopyPartResult"])
-        _multipart_once(client, bucket, target, entry.size, COPY_PART_BYTES, part)
-        return True
-    except ClientError as error:
-        return settled(client, bucket, target, entry.sha256, error)
+        else:
+            _multipart_once(client, bucket, target, entry.size, COPY_PART_BYTES, part)
+    return _write_once(client, bucket, target, entry.sha256, write)
 
 
 def exists(client: Any, bucket: str, key: str) -> bool:

@@ -159,7 +159,37 @@ def test_a_retried_upload_is_done_only_if_the_stored_bytes_are_the_expected_ones
     with pytest.raises(objects.StoreConflict, match="already holds sha256"):
         objects.upload_once(models_bucket, BUCKET, key, other, objects.sha256_of(other))
     assert models_bucket.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"x" * (6 * MiB)
+
+
+class FreeWhenFirstAsked:
+    """objects.exists, but its first answer is False: the key was free when the writer asked, and
+    another writer took it before this one's upload completed."""
+
+    def __init__(self, real):
+        self.real, self.asked = real, 0
+
+    def __call__(self, *args):
+        self.asked += 1
+        return False if self.asked == 1 else self.real(*args)
+
+
+@pytest.mark.parametrize("mine, done", [(b"x" * (6 * MiB), True), (b"y" * (6 * MiB), False)])
+def test_a_writer_that_loses_the_race_after_its_upload_checks_what_won(models_bucket, tmp_path, small_parts, monkeypatch,
+                                                                        mine, done):
+    """The multipart completion meets 412: the upload is aborted, and the write counts as done only
+    if the winner's bytes are the ones this writer expects."""
+    key = "weights/org-model/main/hub/files/model.safetensors"
+    models_bucket.put_object(Bucket=BUCKET, Key=key, Body=b"x" * (6 * MiB))  # the other writer's
+    monkeypatch.setattr(objects, "exists", FreeWhenFirstAsked(objects.exists))
+    path = tmp_path / "mine.safetensors"
+    path.write_bytes(mine)
+    if done:
+        assert objects.upload_once(models_bucket, BUCKET, key, path, objects.sha256_of(path)) is False
+    else:
+        with pytest.raises(objects.StoreConflict, match="already holds sha256"):
+            objects.upload_once(models_bucket, BUCKET, key, path, objects.sha256_of(path))
     assert not models_bucket.list_multipart_uploads(Bucket=BUCKET).get("Uploads")  # the refused one was aborted
+    assert models_bucket.get_object(Bucket=BUCKET, Key=key)["Body"].read() == b"x" * (6 * MiB)
 
 
 def test_a_preparation_meeting_other_bytes_fails_without_a_marker(models_bucket, tmp_path, capsys):
