@@ -50,7 +50,7 @@ def offered_zones(instance_type: str, parent: pulumi.Resource) -> list[str]:
     return sorted(set(offerings.locations))
 
 
-MODEL_STORE_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload", "s3:ListBucket")
+MODEL_STORE_ACTIONS = ("s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:AbortMultipartUpload", "s3:ListBucket")
 """Every action a role of the program holds on the model bucket (tests/test_network.py checks it)."""
 
 
