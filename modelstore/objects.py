@@ -241,14 +241,21 @@ def upload_tree(client: Any, bucket: str, prefix: str, root: Path, progress: Pro
 
     def one(path: Path) -> Entry:
         relative = path.relative_to(root).as_posix()
-        entry = Entry(relative, path.stat().st_size, known.get(relative) or sha256_of(path))
-        upload_once(client, bucket, prefix + relative, path, entry.sha256, tags)
-        progress.add(entry.size)
-        return entry
+        return upload_file(client, bucket, prefix, relative, path, progress, known.get(relative), tags)
 
     chosen = [p for p in files_under(root) if p.relative_to(root).as_posix() not in skip]
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         return sorted(pool.map(one, chosen), key=lambda e: e.path)
+
+
+def upload_file(client: Any, bucket: str, prefix: str, relative: str, path: Path, progress: Progress,
+                sha256: str | None = None, tags: dict[str, str] | None = None) -> Entry:
+    """Upload one file to `prefix` + `relative` once (upload_once: a conditional put, or a multipart
+    upload of PART_BYTES parts completed with If-None-Match), hashing it unless its sha256 is known."""
+    entry = Entry(relative, path.stat().st_size, sha256 or sha256_of(path))
+    upload_once(client, bucket, prefix + relative, path, entry.sha256, tags)
+    progress.add(entry.size)
+    return entry
 
 
 def copy_set(client: Any, bucket: str, entries: list[Entry], source: str, target: str, progress: Progress,

@@ -3,7 +3,9 @@ r"""Publish a server's compiled artifacts once, without races: the publisher bes
     python -m modelstore.publish --bucket B --artifact compiled/<...> --compile-dir DIR \
         --health http://127.0.0.1:8000/health --writer POD-NAME
 
-Runs as a sidecar for the server's life. Once the server answers /health:
+Runs as a sidecar for the server's life. Once the server answers /health (and, for a compile, once
+serve.sh has marked it complete: serve.sh does that after its own health poll, so this polls again
+until it has):
 - if serve.sh restored the artifacts (DIR/.restored), there is nothing to publish, except to
   finish copying a committed set whose writer stopped half way (below);
 - if the server compiled them (DIR/.complete without .restored) and nobody has committed the path,
@@ -67,6 +69,11 @@ def mark(client: Any, bucket: str, staging: str, entries: list[Entry], value: st
     tag_objects(client, bucket, [staging + FILES_DIR + e.path for e in entries] + [staging + MANIFEST_FILE], state(value))
 
 
+NOT_COMPLETE = "the compile directory is not complete yet"
+"""The one pass that is not an outcome: serve.sh writes .complete only after its own /health poll
+answers (HEALTH_POLL_SECONDS), so the sidecar often sees a healthy server first and must look again."""
+
+
 def say(line: str) -> None:
     print(f"publish: {line}", flush=True)
 
@@ -98,7 +105,7 @@ def publish_once(client: Any, bucket: str, artifact: str, compile_dir: Path, wri
         return "restored from a set that is no longer committed: nothing to publish"
     if commit is None:
         if not (compile_dir / LOCAL_COMPLETE).exists():
-            return "the compile directory is not complete yet"
+            return NOT_COMPLETE
         staging = f"{STAGING_ROOT}{artifact}/{writer}/"
         markers = frozenset({LOCAL_COMPLETE, LOCAL_RESTORED})
         size = sum(p.stat().st_size for p in compile_dir.rglob("*") if p.is_file() and p.name not in markers)
@@ -122,7 +129,8 @@ def publish_once(client: Any, bucket: str, artifact: str, compile_dir: Path, wri
 
 def run(client: Any, args: argparse.Namespace, sleep: Callable[[float], None] = time.sleep,
         is_healthy: Callable[[str], bool] = healthy, passes: int | None = None) -> None:
-    """Wait for health, publish, retry a failed pass; `passes` bounds the loop for the tests."""
+    """Wait for health and a complete compile, publish, retry a failed pass, until a pass has an
+    outcome; `passes` bounds the loop for the tests."""
     done = 0
     while passes is None or done < passes:
         done += 1
@@ -130,11 +138,17 @@ def run(client: Any, args: argparse.Namespace, sleep: Callable[[float], None] = 
             sleep(args.poll_seconds)
             continue
         try:
-            say(publish_once(client, args.bucket, args.artifact, Path(args.compile_dir), args.writer))
-            return
+            outcome = publish_once(client, args.bucket, args.artifact, Path(args.compile_dir), args.writer)
         except (ClientError, OSError, StoreConflict) as error:
             say(f"failed ({error}); retrying in {args.poll_seconds} s")
             sleep(args.poll_seconds)
+            continue
+        if outcome != NOT_COMPLETE:
+            say(outcome)
+            return
+        if done == 1 or done % 20 == 0:  # once, then now and then: the pod's log stays readable
+            say(f"{outcome}; looking again every {args.poll_seconds} s")
+        sleep(args.poll_seconds)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

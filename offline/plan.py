@@ -18,6 +18,8 @@ import pulumi
 import yaml
 
 from stackconfig import ConfigError, PlatformSpec, StackSpec
+from stackconfig.server import compiled_set_gib, node_cache_gib
+from stackconfig.store import unpinned
 from stackconfig.timeline import cold_path, describe, study_modes
 from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION, stack_addons
 
@@ -85,12 +87,19 @@ def pairing_lines(spec: StackSpec) -> list[str]:
         lines.append(f"  variant {v.name:<16} {v.role:<9} {v.target}  devices {v.devices}  TP {v.tensor_parallel_size}  "
                      f"LNC {v.serving.logical_neuron_cores}{extra}")
         lines.append(f"    artifacts        {v.artifact_path}")
+        lines.append(f"    node cache       {node_cache_gib(v)} GiB: weights {sum(m.checkpoint_gib for m in v.prepared_models)} GiB"
+                     f" + compiled set {compiled_set_gib(v)} GiB + graphs and caches, a tenth to spare")
         if v.is_speculative and v.draft_max_model_len and v.draft_max_model_len < v.serving.max_model_len:
             lines.append(f"    note             draft compiled for {v.draft_max_model_len} tokens < maxModelLen "
                          f"{v.serving.max_model_len}: longer requests fail on this variant")
     lines += ["", "Prepared models (one Job each, on the preparation nodes):"]
     for model in spec.prepared_models:
         lines.append(f"  {model.job_name:<44} {model.model}@{model.revision} ({model.form}, ~{model.checkpoint_gib} GiB) -> {model.prefix}")
+        lines.append(f"  {'':<44} checkpoint {model.checkpoint_bytes:,} bytes ({model.info.checkpoint.source}); "
+                     f"local disk {model.disk_gib} GiB")
+    if unpinned(spec.prepared_models):
+        lines.append(f"  unpinned           {', '.join(unpinned(spec.prepared_models))}: prepared from main as it is when first "
+                     f"prepared; pin them with `make lock STACK={spec.stack}`")
     lines += ["", "Cold path (estimates; each step logs the rate it reaches):"]
     for step in cold_path(spec):
         lines.append(f"  {step.name:<10} {describe(step):<32} {step.assumes}")

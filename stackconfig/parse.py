@@ -46,6 +46,7 @@ from .catalog import (
     TAG_VALUE_MAX,
     TEST_CASE_PROMPTS_MAX_BYTES,
     WORKLOAD_IDENTITIES,
+    Checkpoint,
     ModelInfo,
     known_regions,
 )
@@ -349,7 +350,8 @@ def _study_drafts(raw: Mapping[str, Any]) -> list[Any]:
     return [d.get("model") if isinstance(d, dict) else d for d in drafts] if isinstance(drafts, list) else []
 
 
-MODEL_KEYS = {"tokenizerFamily", "gated", "paramsBillion", "kind", "draftFor", "checkpointDtype", "layers", "bf16Modules"}
+MODEL_KEYS = {"tokenizerFamily", "gated", "paramsBillion", "kind", "draftFor", "checkpointDtype", "layers", "bf16Modules",
+              "checkpointBytes"}
 _MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -382,6 +384,7 @@ def _declared_models(top: _Section) -> dict[str, ModelInfo]:
             draft_for=tuple(d for d in draft_for or [] if isinstance(d, str)),
             layers=s.integer("layers", 0, low=1, high=1000) or 0,
             bf16_modules=_module_names(s),
+            checkpoint=_declared_checkpoint(s),
         )
     known = {**MODELS, **models}
     for model_id, info in models.items():
@@ -389,6 +392,13 @@ def _declared_models(top: _Section) -> dict[str, ModelInfo]:
             if target not in known:
                 top.problem(f"models.{model_id}.draftFor", f"{target!r} is not a known model")
     return known
+
+
+def _declared_checkpoint(s: _Section) -> Checkpoint | None:
+    """A declared model's size, which every disk and time figure derives from: required, never guessed."""
+    size = s._get("checkpointBytes", _MISSING, int, "the checkpoint's bytes: metadata.total_size in its "
+                  "model.safetensors.index.json at the revision you prepare", lambda v: None if v > 0 else f"{v} is not positive")
+    return Checkpoint(size, f"declared in the stack (models.{s.path.split('.', 1)[1]}.checkpointBytes)") if size else None
 
 
 def _model_revisions(top: _Section, raw: dict) -> dict[str, str]:

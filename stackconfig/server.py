@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 from typing import Callable
 
+from .catalog import BF16_BYTES
 from .model import Variant
-from .store import MODEL_STORE_MOUNT_PATH, PreparedModel, staging_prefix
+from .store import MODEL_STORE_MOUNT_PATH, PreparedModel, gib, staging_prefix
 
 VLLM_PORT = 8000
 NODE_CACHE_MOUNT = "/node-cache"
@@ -37,21 +38,52 @@ def local_copy(model: PreparedModel) -> str:
     return f"{NODE_CACHE_MOUNT}/{model.prefix.rstrip('/')}"
 
 
+def kv_copies(model: PreparedModel, tensor_parallel_size: int) -> int:
+    """How many times the sharded checkpoint holds each KV head's k/v weights: NxD Inference gives
+    every rank at least one KV head, replicating them to the TP degree when it is a multiple of the
+    KV heads and converting to multi-head attention otherwise (neuronx_distributed_inference
+    modules/attention/gqa.py, determine_sharding_strategy)."""
+    arch = model.info.architecture
+    if arch is None or tensor_parallel_size <= arch.kv_heads:
+        return 1
+    if tensor_parallel_size % arch.kv_heads == 0:
+        return tensor_parallel_size // arch.kv_heads
+    return max(arch.attention_heads, tensor_parallel_size) // arch.kv_heads
+
+
+def sharded_checkpoint_bytes(model: PreparedModel, tensor_parallel_size: int) -> int:
+    """What save_sharded_checkpoint writes for one model: its weights in the dtypes it is served in
+    (FP8 stays FP8), with the k/v weights repeated kv_copies times (a model of unknown
+    architecture: its checkpoint alone)."""
+    arch = model.info.architecture
+    replicated = 0 if arch is None else arch.layers * arch.kv_parameters * BF16_BYTES * (kv_copies(model, tensor_parallel_size) - 1)
+    return model.checkpoint_bytes + replicated
+
+
+def compiled_set_bytes(variant: Variant) -> int:
+    """nxdi-legacy saves the sharded weights of every model it compiles (a fused draft's too) with
+    the graphs. The plugin's cache holds graphs only, of a size nobody publishes: 0 here."""
+    if variant.engine != "nxdi-legacy":
+        return 0
+    return sum(sharded_checkpoint_bytes(m, variant.tensor_parallel_size) for m in variant.prepared_models)
+
+
 def compiled_set_gib(variant: Variant) -> int:
-    """nxdi-legacy saves the sharded weights with the graphs (save_sharded_checkpoint): about the
-    target's checkpoint. The plugin's cache holds graphs only, of a size nobody publishes: 0 here."""
-    return variant.prepared_target.checkpoint_gib if variant.engine == "nxdi-legacy" else 0
+    return gib(compiled_set_bytes(variant)) if compiled_set_bytes(variant) else 0
 
 
 GRAPHS_AND_CACHES_GIB = 50
-"""Room beside weights and the compiled set: the plugin's graphs, the hub and compiler caches."""
+"""Room beside weights and the compiled set: the graphs (NEFFs), the hub and compiler caches; no
+source publishes their size for these shapes."""
 
 
 def node_cache_gib(variant: Variant) -> int:
-    """The server's cache on the node's NVMe (an emptyDir): its prepared models, its compiled set and
-    room for graphs and caches, with a tenth to spare."""
-    weights = sum(m.checkpoint_gib for m in variant.prepared_models)
-    return -(-(weights + compiled_set_gib(variant) + GRAPHS_AND_CACHES_GIB) * 11 // 10)
+    """The server's cache on the node's NVMe (an emptyDir): its prepared models as the store holds
+    them, its compiled set (sharded weights with replicated KV heads) and room for graphs and
+    caches, with a tenth to spare."""
+    weights = sum(m.checkpoint_bytes for m in variant.prepared_models)
+    total = weights + compiled_set_bytes(variant) + GRAPHS_AND_CACHES_GIB * 2 ** 30
+    return gib(total * 11 // 10)
 
 
 def model_reference(variant: Variant) -> str:

@@ -3,8 +3,9 @@ prepared or compiled yet, step by step, with the rate each step assumes and wher
 from. Every figure is an estimate; the steps log the rates they reach (modelstore/progress.py,
 serve.sh), which is how to replace an assumption with a measurement.
 
-    prepare   each model the variants load, by its own Job on a preparation node, in parallel:
-              download from the hub, rescale (FP8), upload to the store
+    prepare   each model the variants load, by its own Job on a preparation node, in parallel,
+              file by file: download from the hub, rescale (FP8), upload to the store, the
+              stages of the files in flight overlapping
     copy      each server copies its prepared models from the store to its node's NVMe
     compile   the engine compiles: not modelled (no source publishes compile times for these
               shapes); the startup probe's budget bounds it (Variant.startup_budget_seconds)
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 
 from .model import StackSpec, Variant
 from .server import compiled_set_gib
+from .store import PREPARATION_STREAMS
 
 GBIT = 1e9 / 8
 """Bytes per second in one Gbit/s."""
@@ -33,7 +35,7 @@ class Rate:
     source: str
 
 
-HUB_DOWNLOAD = Rate(4 * GBIT, "assumed: 4 Gbit/s from the hub with 8 files at a time; the hub publishes no figure")
+HUB_DOWNLOAD = Rate(4 * GBIT, f"assumed: 4 Gbit/s from the hub with {PREPARATION_STREAMS} files at a time; the hub publishes no figure")
 RESCALE = Rate(4 * GBIT, "assumed: 0.5 GB/s of FP8 shards through numpy on one core")
 PREPARATION_UPLOAD = Rate(10 * GBIT, "assumed: 10 Gbit/s to S3, below the preparation nodes' 25 Gbit/s floor "
                                      "(components/platform/preparation_nodes.py)")
@@ -59,10 +61,16 @@ def _transfer_minutes(gib: float, *rates: Rate) -> float:
     return sum(gib * 2 ** 30 / rate.bytes_per_second for rate in rates) / 60
 
 
+def _streamed_minutes(gib: float, *stages: Rate) -> float:
+    """A preparation streams file by file with several files in flight, so its stages overlap: the
+    slowest sets the pace (plus one shard's pass through the others, negligible here)."""
+    return max(_transfer_minutes(gib, stage) for stage in stages)
+
+
 def cold_path(spec: StackSpec) -> list[Step]:
     models = spec.prepared_models
-    preparing = [(m.checkpoint_gib, _transfer_minutes(m.checkpoint_gib, HUB_DOWNLOAD, PREPARATION_UPLOAD)
-                  + (_transfer_minutes(m.checkpoint_gib, RESCALE) if m.form == "neuron-fp8" else 0.0)) for m in models]
+    preparing = [(m.checkpoint_gib, _streamed_minutes(m.checkpoint_gib, HUB_DOWNLOAD, PREPARATION_UPLOAD,
+                                                      *((RESCALE,) if m.form == "neuron-fp8" else ()))) for m in models]
     slowest_model = max(preparing, key=lambda p: p[1])
     per_variant = [sum(m.checkpoint_gib for m in v.prepared_models) for v in spec.variants]
     b = spec.benchmark
@@ -70,7 +78,8 @@ def cold_path(spec: StackSpec) -> list[Step]:
     publish_gib = max(compiled_set_gib(v) for v in spec.variants)
     return [
         Step("prepare", slowest_model[0], slowest_model[1],
-             f"the slowest of {len(models)} models, in parallel: {HUB_DOWNLOAD.source}; {PREPARATION_UPLOAD.source}"
+             f"the slowest of {len(models)} models, in parallel, its stages overlapping file by file: {HUB_DOWNLOAD.source}; "
+             f"{PREPARATION_UPLOAD.source}"
              + (f"; FP8: {RESCALE.source}" if any(m.form == "neuron-fp8" for m in models) else "")),
         Step("copy", max(per_variant), _transfer_minutes(max(per_variant), STORE_TO_NVME), STORE_TO_NVME.source),
         Step("compile", None, max(v.startup_budget_seconds for v in spec.variants) / 60,

@@ -115,6 +115,10 @@ CASES = [
     ("dashboard-widgets", QWEN, edit((P + "benchmark", "testCases"), {f"case-{i}": "x" for i in range(130)}), "benchmark.testCases"),
     ("configmap-size", QWEN, edit((P + "benchmark", "testCases"), {"huge": "x" * (600 * 1024)}), "benchmark.testCases"),
     ("case-name", QWEN, edit((P + "benchmark", "testCases"), {"Not A Label": "x"}), "benchmark.testCases.Not A Label"),
+    # Models: a declared model's size, a pinned revision.
+    ("model-size-unknown", QWEN, edit((P + "models",), {"example/Draft": {"tokenizerFamily": "qwen3", "gated": False,
+                                                                          "paramsBillion": 0.5}}), "models.example/Draft.checkpointBytes"),
+    ("revision-not-a-commit", QWEN, edit((P + "modelRevisions", "Qwen/Qwen3-32B"), "main"), "modelRevisions.Qwen/Qwen3-32B"),
     # Tags.
     ("aws-tag", QWEN, edit((P + "tags",), {"aws:team": "ml"}), "tags.aws:team"),
     ("karpenter-tag", QWEN, edit((P + "tags",), {"karpenter.sh/nodepool": "x"}), "tags.karpenter.sh/nodepool"),

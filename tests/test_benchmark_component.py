@@ -24,7 +24,7 @@ def test_runner_role_grows_only_by_what_the_pod_reads(recording, spec):
     # GetMetricData and ListMetrics support no resource-level permissions: "*", read only.
     assert by_sid["ReadNeuronTelemetry"] == {"Sid": "ReadNeuronTelemetry", "Effect": "Allow", "Resource": "*",
                                              "Action": ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"]}
-    bucket_arn = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
+    bucket_arn = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["arn"]
     assert by_sid["WriteBenchmarkResults"]["Resource"] == f"{bucket_arn}/results/{spec.name}/*"
     # A study's tuner reads back what it recorded, to resume (benchmark/tuner.py); a plain run never reads.
     reads = ["s3:GetObject"] if spec.study else []

@@ -102,8 +102,10 @@ def test_a_plain_draft_speculates_as_draft_model_without_a_vllm_method():
 
 def test_an_eagle_head_speculates_as_eagle_and_only_as_eagle():
     head = "example/Qwen3-32B-EAGLE"
-    values = edited({**BASE, "models": {head: {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5,
-                                                "kind": "eagle-head", "draftFor": ["Qwen/Qwen3-32B"]}}},
+    # The stack's pins name the draft replaced here: drop them (a pin for a model not served is refused).
+    values = edited({**BASE, "modelRevisions": {}, "models": {head: {
+        "tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5, "checkpointBytes": 10 ** 9, "kind": "eagle-head",
+        "draftFor": ["Qwen/Qwen3-32B"]}}},
                     "variants.1.draft", head)
     sd = parse(values).variant("sd")
     assert sd.speculative_config["method"] == "eagle" and sd.neuron_config["enable_eagle_speculation"] is True

@@ -4,12 +4,17 @@ abandoned staging sets never read. Nothing is ever deleted."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
+import time
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 
 from modelstore import objects, publish
+from tests.local_server import LocalServer
 
 BUCKET, ARTIFACT = "models", "compiled/qwen-qwen3-32b/bs4-len1024-tp32-0123456789"
 
@@ -181,3 +186,60 @@ def test_a_committed_set_outlives_the_staging_expiry_until_it_is_in_place(s3, tm
     assert publish.publish_once(s3, BUCKET, ARTIFACT, restored, "pod-c") == "committed set pod-a is in place"
     assert all(expiring(s3, k) for k in committed)
     assert not [k for k in keys(s3) if k.startswith(f"{ARTIFACT}/") and expiring(s3, k)]
+
+
+class HealthyAtOnce(BaseHTTPRequestHandler):
+    """A server that answers /health before serve.sh has marked its compile complete: serve.sh
+    polls /health itself (HEALTH_POLL_SECONDS, 30 s in the pod) and only then writes .complete."""
+
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+class HealthServer(LocalServer):
+    handler = HealthyAtOnce
+
+
+def wait_until(condition, seconds: float, what: str, output: list[str]) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {seconds} s; the sidecar said:\n" + "".join(output)
+        time.sleep(0.1)
+
+
+def test_the_sidecar_as_the_pod_runs_it_publishes_a_compile_marked_complete_after_health(moto_endpoint, tmp_path):
+    """The race between the two containers, as processes: the publisher (python -m modelstore.publish,
+    the pod's command line) sees /health first and the complete marker a little later. It must go on
+    polling and publish the set once, not idle forever after its first healthy pass."""
+    import boto3
+
+    s3 = boto3.client("s3", region_name="us-east-2")
+    s3.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+    directory = compiled(tmp_path, "a", "graph-a")
+    (directory / publish.LOCAL_COMPLETE).unlink()
+    output: list[str] = []
+    with HealthServer() as health:
+        sidecar = subprocess.Popen(
+            [sys.executable, "-m", "modelstore.publish", "--bucket", BUCKET, "--artifact", ARTIFACT,
+             "--compile-dir", str(directory), "--health", f"{health.address}/health", "--writer", "pod-a",
+             "--poll-seconds", "0.2"],
+            cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        reader = threading.Thread(target=lambda: output.extend(sidecar.stdout), daemon=True)
+        reader.start()
+        try:
+            wait_until(lambda: any("not complete yet" in line for line in output), 30, "healthy pass", output)
+            (directory / publish.LOCAL_COMPLETE).touch()  # serve.sh's own health poll has answered
+            wait_until(lambda: f"{ARTIFACT}/complete.json" in keys(s3) or sidecar.poll() is not None, 20,
+                       "published set", output)
+            assert sidecar.poll() is None, "the native sidecar exited:\n" + "".join(output)
+        finally:
+            sidecar.terminate()
+            sidecar.wait(timeout=10)
+            reader.join(timeout=10)
+    assert body(s3, f"{ARTIFACT}/files/graphs/model.neff") == b"graph-a"
+    assert sum("committed set pod-a at" in line for line in output) == 1, "".join(output)

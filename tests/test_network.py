@@ -101,7 +101,7 @@ def test_the_endpoint_passes_the_model_store_and_image_layers_and_no_other_bucke
     recording = recorded(stack)
     region = load_stack(stack).spec().region
     endpoint_policy = json.loads(recording.one("aws:ec2/vpcEndpointPolicy:VpcEndpointPolicy").inputs["policy"])
-    bucket = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
+    bucket = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["arn"]
     granted = {(action, resource) for role in recording.of_type("aws:iam/rolePolicy:RolePolicy")
                for statement in json.loads(role.inputs["policy"])["Statement"]
                for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])

@@ -648,7 +648,7 @@ def test_json_output_for_machines(preflight_env, capsys):
     checks = {r["check"]: r for r in report["results"]}
     assert checks["AMI"]["status"] == "FAIL" and checks["offerings"]["status"] == "PASS"
     assert set(checks) == {"credentials", "CLIs", "offerings", "quota", "reservations", "AMI", "EKS add-ons",
-                           "Kubernetes", "API endpoint", "Hugging Face", "cost"}
+                           "Kubernetes", "API endpoint", "Hugging Face", "model revisions", "cost"}
     assert checks["cost"]["data"]["perRunUsd"] > 0
 
 
@@ -685,8 +685,8 @@ def test_make_up_runs_preflight_first_and_stops_on_a_fail(moto_endpoint, tmp_pat
     fake_bin("pulumi", fake_clis.pulumi(log))
     fake_bin("kubectl", fake_clis.kubectl(tmp_path / "kubectl.log"))
     fake_bin("aws", fake_clis.AWS_CLI)
-    done = subprocess.run([make, "--no-print-directory", "up", f"STACK={QWEN}", f"SKIP_PREFLIGHT={skip}"],
-                          cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([make, "--no-print-directory", "up", f"STACK={QWEN}", f"SKIP_PREFLIGHT={skip}", "ALLOW_OPEN_ENDPOINT=1"],
+                          cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert (["pulumi", "up", "--stack", QWEN] in fake_clis.logged(log)) == pulumi_runs
     assert (done.returncode == 0) == pulumi_runs
     assert ("FAIL  AMI" in done.stdout) != pulumi_runs
@@ -694,6 +694,38 @@ def test_make_up_runs_preflight_first_and_stops_on_a_fail(moto_endpoint, tmp_pat
     namespace = spec_of().namespace
     assert (f"export KUBECONFIG=$PWD/kubeconfig NS={namespace}" in done.stdout) == pulumi_runs
     assert ("kubectl -n $NS logs -f deploy/vllm-sd" in done.stdout) == pulumi_runs
+
+
+def test_make_up_refuses_an_open_endpoint_it_cannot_ask_about(tmp_path, fake_bin):
+    """QWEN's endpoint is open to 0.0.0.0/0 (the default): with no terminal and no
+    ALLOW_OPEN_ENDPOINT=1, nothing runs, not even the preflight, and the operator is told both ways out."""
+    make = shutil.which("make", path="/usr/local/bin:/usr/bin:/bin")
+    log = tmp_path / "pulumi.log"
+    fake_bin("pulumi", fake_clis.pulumi(log))
+    done = subprocess.run([make, "--no-print-directory", "up", f"STACK={QWEN}", "SKIP_PREFLIGHT=1"],
+                          cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0 and not fake_clis.logged(log)
+    assert "0.0.0.0/0" in done.stderr and "cluster.publicAccessCidrs" in done.stderr and "ALLOW_OPEN_ENDPOINT=1" in done.stderr
+
+
+@pytest.mark.parametrize("cidrs, shared, answer, confirmed", [
+    (["0.0.0.0/0"], False, "y\n", True), (["0.0.0.0/0"], False, "\n", False), (["0.0.0.0/0"], False, None, False),
+    (["203.0.113.0/24"], False, None, True), (["0.0.0.0/0"], True, None, True),
+])
+def test_an_open_endpoint_is_asked_about_only_when_this_stack_creates_the_cluster(monkeypatch, cidrs, shared, answer, confirmed):
+    """At a terminal the operator answers; without one (answer None) an open endpoint is refused. A
+    narrowed endpoint, or a shared pairing (its platform stack made the cluster), asks nothing."""
+    import io
+
+    from tools import up
+
+    stack = SHARED if shared else QWEN
+    spec = load_stack(stack, {} if shared else {"sd-trn2:cluster": {"publicAccessCidrs": cidrs}}).spec()
+    stdin = io.StringIO(answer or "")
+    stdin.isatty = lambda: answer is not None  # type: ignore[method-assign]
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert up.open_endpoint_confirmed(stack, spec, allowed=False) is confirmed
+    assert up.open_endpoint_confirmed(stack, spec, allowed=True) is True
 
 
 def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis):
@@ -731,7 +763,7 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis)
     status = {r.check: r.status for r in results}
     assert status == {"credentials": "PASS", "CLIs": "PASS", "offerings": "PASS", "quota": "PASS", "reservations": "PASS",
                       "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "API endpoint": "WARN",
-                      "Hugging Face": "PASS", "cost": "WARN"}
+                      "Hugging Face": "PASS", "model revisions": "PASS", "cost": "WARN"}
     (cost_result,) = [r for r in results if r.check == "cost"]
     assert "reserved capacity bills by its own terms" in cost_result.found
 

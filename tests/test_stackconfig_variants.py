@@ -46,7 +46,7 @@ def test_an_eagle3_head_on_the_plugin():
 
 
 DFLASH_HEAD = {"example/Llama-3.1-8B-Instruct-dflash": {
-    "tokenizerFamily": "llama3", "gated": False, "paramsBillion": 0.6, "kind": "dflash-head", "draftFor": ["meta-llama/Llama-3.1-8B-Instruct"]}}
+    "tokenizerFamily": "llama3", "gated": False, "paramsBillion": 0.6, "checkpointBytes": 12 * 10 ** 8, "kind": "dflash-head", "draftFor": ["meta-llama/Llama-3.1-8B-Instruct"]}}
 
 
 def test_every_variant_setting_lands_in_the_variant():
@@ -303,7 +303,7 @@ def test_dflash_limits(edits, problems):
 
 
 def test_an_eagle_head_on_the_legacy_engine_switches_eagle_speculation_on():
-    head = {"example/Qwen3-32B-eagle": {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5, "kind": "eagle-head",
+    head = {"example/Qwen3-32B-eagle": {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5, "checkpointBytes": 10 ** 9, "kind": "eagle-head",
                                         "draftFor": ["Qwen/Qwen3-32B"]}}
     sd = parse(with_edits(SMALL, {"models": head, "variants.1.draft": "example/Qwen3-32B-eagle",
                                   "variants.1.speculationMethod": "eagle"})).variant("sd")

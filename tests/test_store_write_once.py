@@ -84,8 +84,8 @@ def test_the_bucket_refuses_every_write_that_could_replace_a_write_once_key():
 @pytest.mark.parametrize("stack", [STANDALONE[0], "platform"])
 def test_the_platform_bucket_carries_that_policy(stack):
     recording = recorded(stack)
-    arn = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
-    assert json.loads(recording.one("aws:s3/bucketPolicy:BucketPolicy").inputs["policy"]) == bucket_policy(arn)
+    arn = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["arn"]
+    assert json.loads(recording.one("aws:s3/bucketPolicy:BucketPolicy", "model-store").inputs["policy"]) == bucket_policy(arn)
 
 
 class Requests:
@@ -118,9 +118,10 @@ def compiled(tmp_path, name: str, graph: bytes):
     return directory
 
 
-def prepare_model(client, hub_url, tmp_path, files: dict[str, bytes]):
+def prepare_model(client, hub_url, tmp_path):
     argv = ["--model", "org/model", "--revision", "main", "--form", "hub", "--bucket", BUCKET,
-            "--prefix", "weights/org-model/main/hub/", "--work-dir", str(tmp_path / "work"), "--parallel", "2"]
+            "--prefix", "weights/org-model/main/hub/", "--work-dir", str(tmp_path / "work"), "--parallel", "2",
+            "--scratch-bytes", str(64 * MiB)]
     return prepare.main(argv, client=client, hub=Hub(hub_url, None, sleep=lambda s: None))
 
 
@@ -132,7 +133,7 @@ WEIGHTS = {"config.json": b'{"architectures": ["LlamaForCausalLM"]}',
 def test_the_writers_own_requests_all_pass_the_bucket_policy(models_bucket, tmp_path, small_parts):
     requests = Requests(models_bucket)
     with FakeHub({"org/model": FakeRepo(dict(WEIGHTS))}) as hub:
-        assert prepare_model(models_bucket, hub.url, tmp_path, WEIGHTS) == 0
+        assert prepare_model(models_bucket, hub.url, tmp_path) == 0
     graph = bytes(range(251)) * (32 * 1024)  # ~7.8 MiB: a multipart upload and a two-part copy
     assert publish.publish_once(models_bucket, BUCKET, ARTIFACT, compiled(tmp_path, "a", graph), "pod-a") \
         == "committed set pod-a is in place"
@@ -196,7 +197,7 @@ def test_a_preparation_meeting_other_bytes_fails_without_a_marker(models_bucket,
     prefix = "weights/org-model/main/hub/"
     models_bucket.put_object(Bucket=BUCKET, Key=prefix + "files/model-00002-of-00002.safetensors", Body=b"not these")
     with FakeHub({"org/model": FakeRepo(dict(WEIGHTS))}) as hub:
-        assert prepare_model(models_bucket, hub.url, tmp_path, WEIGHTS) == 1
+        assert prepare_model(models_bucket, hub.url, tmp_path) == 1
     listed = {o["Key"] for o in models_bucket.list_objects_v2(Bucket=BUCKET)["Contents"]}
     assert prefix + ".complete" not in listed and prefix + "manifest.json" not in listed
     assert "already holds sha256" in capsys.readouterr().err
@@ -206,10 +207,10 @@ def test_a_preparation_killed_before_its_marker_is_finished_by_its_retry(models_
     prefix = "weights/org-model/main/hub/"
     with FakeHub({"org/model": FakeRepo(dict(WEIGHTS))}) as hub:
         monkeypatch.setattr(prepare, "put_if_absent", lambda *a: (_ for _ in ()).throw(OSError("killed")))
-        assert prepare_model(models_bucket, hub.url, tmp_path / "first", WEIGHTS) == 1
+        assert prepare_model(models_bucket, hub.url, tmp_path / "first") == 1
         monkeypatch.undo()
         # Every file and the manifest meet 412; the same bytes and the same manifest (but its time) are done.
-        assert prepare_model(models_bucket, hub.url, tmp_path / "retry", WEIGHTS) == 0
+        assert prepare_model(models_bucket, hub.url, tmp_path / "retry") == 0
     assert json.loads(models_bucket.get_object(Bucket=BUCKET, Key=prefix + ".complete")["Body"].read())["manifest"] == "manifest.json"
 
 

@@ -208,7 +208,7 @@ def test_the_tuner_reads_back_its_own_pairings_results_only():
         spec = load_stack(stack).spec()
         recording = run_stack(load_stack(stack))
         _, policy = role_documents(recording, "benchmark-runner")
-        bucket = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
+        bucket = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["arn"]
         key = f"{spec.results_prefix}study-0123456789-llmperf-1a2b3c4d/study.json"
         assert allows(policy, "s3:GetObject", f"{bucket}/{key}") == resumes
         assert allows(policy, "s3:ListBucket", bucket, {"s3:prefix": key}) == resumes

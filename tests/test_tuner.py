@@ -146,6 +146,7 @@ def test_one_server_at_a_time_when_a_pair_does_not_fit(tmp_path, llmperf):
     spec = load_stack(stack, {
         "sd-trn2:serving": {**raw["sd-trn2:serving"], "devicesPerVariant": 16},
         "sd-trn2:study": {**raw["sd-trn2:study"], "windows": [7], "drafts": ["Qwen/Qwen3-1.7B"], "repeats": 1},
+        "sd-trn2:modelRevisions": {m: c for m, c in raw["sd-trn2:modelRevisions"].items() if m != "Qwen/Qwen3-0.6B"},
         "sd-trn2:benchmark": {**raw["sd-trn2:benchmark"], "requestsPerTestCase": 1, "testCases": {"sonnets": None}},
     }).spec()
     assert not spec.pairs_fit_together and spec.node_count == 1 and spec.parallel_node_count == 2

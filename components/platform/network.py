@@ -136,6 +136,13 @@ class Network(pulumi.ComponentResource):
                 created.append(subnet)
             return table, created
 
+        # Every VPC comes with a default security group that admits traffic among its members and
+        # allows all egress; nothing here uses it (EKS, its nodes and Karpenter's use the cluster's
+        # own group). Managed with no rules, it admits nothing (CKV2_AWS_12). Pulumi adopts the group,
+        # removing every rule, rather than creating it (pulumi-aws ec2.DefaultSecurityGroup docs); it
+        # goes with the VPC.
+        aws.ec2.DefaultSecurityGroup(f"{name}-default", vpc_id=vpc.id, ingress=[], egress=[],
+                                     tags={"Name": f"{args.cluster_name}-default-unused"}, opts=child)
         gateway = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": args.cluster_name}, opts=child)
         _, public_subnets = subnets("public", public_cidrs, {"gateway_id": gateway.id}, {"kubernetes.io/role/elb": "1"})
         # One NAT gateway: nodes only pull images and weights outbound, and an experiment

@@ -20,6 +20,7 @@ from typing import Callable
 
 from stackconfig import HUGGING_FACE_TOKEN_KEY, StackSpec
 from stackconfig.source import FILES, PROJECT, PROJECT_DIR
+from stackconfig.store import unpinned
 
 from .result import Result, worst
 
@@ -114,3 +115,15 @@ def check_hub(spec: StackSpec, read_token: Callable[[], Token]) -> Result:
     fix = "" if status == "PASS" else (f"request access on each model's page ({DEFAULT_ENDPOINT}/<repo>) with the token's "
                                        f"account, or set a token that has it: {set_token}")
     return Result(status, CHECK, f"{token.source} at {endpoint}: {'; '.join(f for _, f in checks)}", fix)
+
+
+REVISIONS = "model revisions"
+
+
+def check_revisions(spec: StackSpec) -> Result:
+    """Every model the stack serves pinned to a hub commit, or each one left on `main` named."""
+    left = unpinned(spec.prepared_models)
+    if not left:
+        return Result("PASS", REVISIONS, "every model is pinned to a hub commit (modelRevisions)")
+    return Result("WARN", REVISIONS, f"prepared from main as it is when first prepared: {', '.join(left)}",
+                  f"make lock STACK={spec.stack} (pins each to the commit main points to now)")

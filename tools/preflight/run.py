@@ -91,6 +91,7 @@ def run_checks(spec: StackSpec | PlatformSpec, aws: AwsClients, now: datetime,
     results.append(platform.check_endpoint(spec))
     if isinstance(spec, StackSpec):
         results.append(hub.check_hub(spec, read_token))
+        results.append(hub.check_revisions(spec))
     results.append(cost.check_cost(spec, aws.pricing, estimate, now.date()))
     return results
 
