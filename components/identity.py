@@ -25,6 +25,14 @@ from .iam import policy_document, render_policy
 
 Mechanism = Literal["irsa", "pod-identity"]
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
+SKIP_CONTAINERS_ANNOTATION = "eks.amazonaws.com/skip-containers"
+"""A pod annotation, a comma-separated list of container names: the EKS pod identity webhook gives
+every other container (init containers included) the service account's AWS credentials, and these
+none. It applies in both modes: the webhook's IRSA (web identity) and Pod Identity (container
+credentials) branches take the same skip list (aws/amazon-eks-pod-identity-webhook README, "skip-containers";
+pkg/handler/handler.go getContainersToSkip and buildPodPatchConfig, at 3bf80a34). A skipped container
+gets neither the token file nor the variables, and the Pod Identity agent answers no request
+without that token."""
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 STS_AUDIENCE = "sts.amazonaws.com"
 

@@ -33,7 +33,7 @@ from botocore.exceptions import ClientError
 
 from . import fp8
 from .hub import DEFAULT_ENDPOINT, Hub, HubError, RemoteFile, wanted
-from .objects import Entry, exists, put_if_absent, put_json, upload_file
+from .objects import Entry, StoreConflict, exists, put_if_absent, put_json_once, upload_file
 from .progress import Progress, human
 
 MANIFEST_FILE, MARKER_FILE, FILES_DIR = "manifest.json", ".complete", "files"
@@ -177,10 +177,11 @@ def prepare(args: argparse.Namespace, client: Any, hub: Hub) -> int:
     say(f"{args.model} at commit {revision.commit}: {len(files)} files, {human(sum(f.size for f in files))}, "
         f"{args.parallel} at a time in at most {human(args.scratch_bytes)} of local disk")
     entries = Preparation(args, client, hub, revision.commit, files).run()
-    put_json(client, args.bucket, prefix + MANIFEST_FILE, {
+    # A retried preparation finds its own manifest: the same but for the time (objects.put_json_once).
+    put_json_once(client, args.bucket, prefix + MANIFEST_FILE, {
         "model": args.model, "revision": args.revision, "commit": revision.commit, "form": args.form,
         "preparedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "bytes": sum(e.size for e in entries),
-        "files": [e.to_json() for e in entries]})
+        "files": [e.to_json() for e in entries]}, volatile=frozenset({"preparedAt"}))
     marker = json.dumps({"commit": revision.commit, "manifest": MANIFEST_FILE}).encode()
     if put_if_absent(client, args.bucket, prefix + MARKER_FILE, marker):
         say(f"prepared s3://{args.bucket}/{prefix} ({len(entries)} files, commit {revision.commit})")
@@ -222,7 +223,7 @@ def main(argv: list[str] | None = None, client: Any = None, hub: Hub | None = No
     try:
         hub = hub or Hub(os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT), hub_token(os.environ))
         return prepare(args, client, hub)
-    except (PrepareError, HubError, fp8.RescaleError, ClientError, OSError) as error:
+    except (PrepareError, HubError, fp8.RescaleError, ClientError, OSError, StoreConflict) as error:
         print(f"prepare: {args.model}@{args.revision} ({args.form}) failed: {error}", file=sys.stderr, flush=True)
         return 1
 

@@ -47,6 +47,7 @@ TERRAFORM_TYPES: dict[str, str] = {
     "aws:ec2/tag:Tag": "aws_ec2_tag",
     "aws:ec2/vpc:Vpc": "aws_vpc",
     "aws:ec2/vpcEndpoint:VpcEndpoint": "aws_vpc_endpoint",
+    "aws:ec2/vpcEndpointPolicy:VpcEndpointPolicy": "aws_vpc_endpoint_policy",
     "aws:eks/accessEntry:AccessEntry": "aws_eks_access_entry",
     "aws:eks/addon:Addon": "aws_eks_addon",
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": "aws_eks_pod_identity_association",

@@ -272,6 +272,13 @@ class Variant:
             "maxNumBatchedTokens": self.max_num_batched_tokens if self.engine == "vllm-neuron" else None,
             "neuronConfig": self.neuron_config,
             "speculativeConfig": self.speculative_config,
+            # The stack's own variables (serving.environment), all of them: what a compile reads
+            # cannot be listed, since the compiler (NEURON_CC_FLAGS, which frameworks forward to
+            # neuronx-cc: Neuron docs, "What is the Neuron Graph Compiler", "PyTorch NeuronX
+            # Environment Variables"), torch-neuronx, NxD Inference and vLLM each read their own; a
+            # variable that changes nothing compiled costs one compile. Absent when empty, so
+            # stacks without any keep their paths.
+            **({"environment": self.serving.environment} if self.serving.environment else {}),
         }
 
     @property

@@ -36,9 +36,9 @@ COMMIT_FILE = "commit.json"
 COMPLETE_FILE = "complete.json"
 FILES_DIR = "files"
 STAGING_EXPIRY_DAYS = 7
-"""A staging set nobody committed (a writer killed before its commit, or the loser of one) is
-expired by the bucket's lifecycle rule after this many days; a committed set is copied out of
-staging long before (modelstore/publish.py)."""
+"""A staging set nobody committed (a writer killed before its commit, or the loser of one), or one
+already copied into place, is expired by the bucket's lifecycle rule this many days after upload; a
+set a commit names is tagged out of that rule until it is in place (modelstore/publish.py)."""
 
 UNPINNED_REVISION = "main"
 """A model with no pinned hub commit is prepared from `main` as it is when the preparation first

@@ -91,3 +91,28 @@ def decide(policy: dict, action: str, resource: str, context: dict[str, Any] | N
 def allows(policy: dict, action: str, resource: str, context: dict[str, Any] | None = None,
            principal: tuple[str, str] | None = None) -> bool:
     return decide(policy, action, resource, context, principal) == ALLOW
+
+
+# What S3 authorizes each API call as, for the calls this program makes: the IAM action, and the
+# request's condition keys. CopyObject and the multipart calls are not actions of their own; they
+# are s3:PutObject, told apart by s3:ObjectCreationOperation, which is false for the three calls that
+# cannot carry a conditional header (AWS S3 User Guide, "Enforce conditional writes on Amazon S3
+# buckets"). s3:if-none-match is present only when the request carries If-None-Match.
+_OBJECT_CREATION = {"PutObject": "true", "CopyObject": "true", "CompleteMultipartUpload": "true",
+                    "CreateMultipartUpload": "false", "UploadPart": "false", "UploadPartCopy": "false"}
+_OTHER_ACTIONS = {"GetObject": "s3:GetObject", "HeadObject": "s3:GetObject", "AbortMultipartUpload": "s3:AbortMultipartUpload",
+                  "PutObjectTagging": "s3:PutObjectTagging"}
+
+
+def s3_request(operation: str, params: dict[str, Any], bucket_arn: str) -> tuple[str, str, dict[str, Any]]:
+    """(action, resource, context) of one S3 API call made over TLS, as a bucket policy sees it."""
+    context: dict[str, Any] = {"aws:SecureTransport": "true"}
+    if operation == "ListObjectsV2":
+        return "s3:ListBucket", bucket_arn, {**context, "s3:prefix": params.get("Prefix", "")}
+    resource = f"{bucket_arn}/{params['Key']}"
+    if operation in _OBJECT_CREATION:
+        context["s3:ObjectCreationOperation"] = _OBJECT_CREATION[operation]
+        if "IfNoneMatch" in params:
+            context["s3:if-none-match"] = params["IfNoneMatch"]
+        return "s3:PutObject", resource, context
+    return _OTHER_ACTIONS[operation], resource, context

@@ -176,7 +176,8 @@ def test_model_bucket_is_private_encrypted_and_tls_only(recording):
     assert recording.one("aws:s3/bucketOwnershipControls:BucketOwnershipControls", "model-store").inputs["rule"]["objectOwnership"] == "BucketOwnerEnforced"
     sse = recording.one("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration", "model-store").inputs
     assert sse["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "AES256"
-    (deny,) = json.loads(recording.one("aws:s3/bucketPolicy:BucketPolicy", "model-store").inputs["policy"])["Statement"]
+    statements = json.loads(recording.one("aws:s3/bucketPolicy:BucketPolicy", "model-store").inputs["policy"])["Statement"]
+    (deny,) = [s for s in statements if s["Sid"] == "DenyNonTlsAccess"]
     assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     # The bucket itself (ListBucket) and every object (Get/Put): both must refuse plain HTTP.
     arn = bucket.outputs["arn"]

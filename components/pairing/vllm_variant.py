@@ -18,10 +18,12 @@ from stackconfig.model import Variant
 from stackconfig.server import NODE_CACHE_MOUNT, VLLM_PORT, arguments, environment, node_cache_gib
 
 from ..handle import ClusterHandle
+from ..identity import SKIP_CONTAINERS_ANNOTATION
 from .claim_templates import CLAIM_REQUEST
 from .server_access import PUBLISHER_CPU_MILLICORES, PUBLISHER_MEMORY_MIB, SERVICE_ACCOUNT, publisher_container
 
 SCRIPT_MOUNT = "/opt/sd-trn2"
+SERVER_CONTAINER = "vllm"
 # Left of the node's allocatable (as Karpenter models it: InstanceShape.allocatable_*) for the
 # DaemonSets every trn2 node runs: VPC CNI, kube-proxy, the Pod Identity agent, the Mountpoint
 # driver and its mount pods, the Neuron DRA driver, neuron-monitor, the CloudWatch agent and
@@ -110,7 +112,7 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
         "terminationGracePeriodSeconds": 60,
         "initContainers": [publisher_container(variant, bucket, region)],
         "containers": [{
-            "name": "vllm",
+            "name": SERVER_CONTAINER,
             "image": variant.image,
             "command": ["bash", f"{SCRIPT_MOUNT}/serve.sh"],
             "args": arguments(variant),
@@ -202,7 +204,11 @@ class VllmVariant(pulumi.ComponentResource):
                 # Never two pods of one variant: two compilers must not write one artifact path.
                 "strategy": {"type": "Recreate"},
                 "selector": {"matchLabels": labels(variant)},
-                "template": {"metadata": {"labels": labels(variant)}, "spec": spec},
+                # The pod's identity is the publisher's: the server process (root, serving
+                # requests) gets none of its credentials; it reads the store through the mount.
+                "template": {"metadata": {"labels": labels(variant),
+                                          "annotations": {SKIP_CONTAINERS_ANNOTATION: SERVER_CONTAINER}},
+                             "spec": spec},
             },
             opts=args.cluster.k8s_options(self, depends_on=args.depends_on,
                                           ignore_changes=["spec.replicas"] if args.scaled_by_tuner else None),

@@ -15,7 +15,7 @@ from .flow_logs import FlowLogs, FlowLogsArgs
 from .karpenter import Karpenter, KarpenterArgs
 from .log_key import LogKey, LogKeyArgs
 from .model_store import ModelStore, ModelStoreArgs
-from .network import Network, NetworkArgs
+from .network import Network, NetworkArgs, S3EndpointPolicy, S3EndpointPolicyArgs
 from .neuron_dra import NeuronDra, NeuronDraArgs
 from .observability import (
     ClusterLogGroups,
@@ -83,6 +83,8 @@ def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provi
         tags=tags,
         access_log_days=spec.cluster.log_retention_days,
     ), opts=with_aws)
+    S3EndpointPolicy("s3-endpoint-policy", S3EndpointPolicyArgs(
+        endpoint_id=network.s3_endpoint_id, region=spec.region, bucket_arn=model_store.bucket_arn), opts=with_aws)
     preparation = PreparationNodes("preparation-nodes", PreparationNodesArgs(
         cluster_name=spec.cluster_name,
         node_role_name=karpenter.node_role_name,

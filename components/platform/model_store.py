@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from modelstore.publish import STAGING_STATE_TAG, UNCOMMITTED
 from stackconfig.model import CACHE_ROOT
 from stackconfig.store import COMPILED_ROOT, SERVED_ROOTS, STAGING_EXPIRY_DAYS, STAGING_ROOT, WEIGHTS_ROOT
 
@@ -43,14 +44,19 @@ def bucket_access_policy(bucket_arn: str) -> dict:
 
 def lifecycle_rules() -> list[dict]:
     """The bucket is versioned, so a result is never lost to an overwrite and a writer's mistake can
-    be undone. Staging sets nobody committed expire (stackconfig/store.py); replaced versions of
+    be undone. Staging objects tagged uncommitted expire (stackconfig/store.py): a set nobody
+    committed, or one already copied into place; a set tagged committed, which a commit may name
+    and which is not in place yet, never does (modelstore/publish.py). Replaced versions of
     prepared weights, compiled sets and tokenizer caches go after REPLACED_VERSION_DAYS (a second
     preparation of a model would otherwise be paid for twice); replaced versions of results are kept.
     Delete markers with nothing behind them and multipart uploads a killed writer left open are
     cleaned up."""
     return [
-        {"id": "expire-uncommitted-staging-sets", "status": "Enabled", "filter": {"prefix": STAGING_ROOT},
-         "expiration": {"days": STAGING_EXPIRY_DAYS}, "noncurrent_version_expiration": {"noncurrent_days": 1}},
+        {"id": "expire-uncommitted-staging-sets", "status": "Enabled",
+         "filter": {"and_": {"prefix": STAGING_ROOT, "tags": {STAGING_STATE_TAG: UNCOMMITTED}}},
+         "expiration": {"days": STAGING_EXPIRY_DAYS}},
+        {"id": "expire-replaced-staging-versions", "status": "Enabled", "filter": {"prefix": STAGING_ROOT},
+         "noncurrent_version_expiration": {"noncurrent_days": 1}},
         *({"id": f"expire-replaced-{root.rstrip('/')}-versions", "status": "Enabled", "filter": {"prefix": root},
            "noncurrent_version_expiration": {"noncurrent_days": REPLACED_VERSION_DAYS}}
           for root in (WEIGHTS_ROOT, COMPILED_ROOT, CACHE_ROOT)),
@@ -61,8 +67,28 @@ def lifecycle_rules() -> list[dict]:
     ]
 
 
-def tls_only_bucket_policy(bucket_arn: str) -> dict:
-    return policy_document([deny_insecure_transport("s3", [bucket_arn, f"{bucket_arn}/*"])])
+WRITE_ONCE_ROOTS = (WEIGHTS_ROOT, COMPILED_ROOT)
+"""Prepared weights with their manifests and markers; committed sets with commit.json and
+complete.json: keys that must never change. Staging sets are each one writer's own, uncommitted or
+copied out, and expire (lifecycle_rules)."""
+
+
+def write_once_statement(bucket_arn: str) -> dict:
+    """Refuse any write under WRITE_ONCE_ROOTS that could replace an object: a PutObject or
+    CompleteMultipartUpload without `If-None-Match` (with it, S3 answers 412 when the key exists).
+    That makes CopyObject unusable there (403 without the header, 501 with it). The multipart calls that cannot carry
+    the header (CreateMultipartUpload, UploadPart, UploadPartCopy) are exempt by
+    `s3:ObjectCreationOperation`, so uploads and server-side copies complete with it
+    (modelstore/objects.py). AWS S3 User Guide, "Enforce conditional writes on Amazon S3 buckets",
+    examples 1 and 2; no principal is exempt, the deployer included."""
+    return {"Sid": "DenyUnconditionalWritesOfWriteOnceKeys", "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
+            "Resource": [f"{bucket_arn}/{root}*" for root in WRITE_ONCE_ROOTS],
+            "Condition": {"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}}}
+
+
+def bucket_policy(bucket_arn: str) -> dict:
+    """TLS only, and write-once where keys must never change."""
+    return policy_document([deny_insecure_transport("s3", [bucket_arn, f"{bucket_arn}/*"]), write_once_statement(bucket_arn)])
 
 
 def access_log_bucket_policy(log_bucket_arn: str, source_bucket_arn: str, account_id: str) -> dict:
@@ -127,7 +153,7 @@ class ModelStore(pulumi.ComponentResource):
         aws.s3.BucketLifecycleConfiguration(name, bucket=bucket.id, rules=lifecycle_rules(),
                                             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]))
         aws.s3.BucketPolicy(name, bucket=bucket.id,
-                            policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn), sort_keys=True)),
+                            policy=bucket.arn.apply(lambda arn: json.dumps(bucket_policy(arn), sort_keys=True)),
                             opts=child)
         self._access_logging(name, bucket, args)
 
