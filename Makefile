@@ -6,14 +6,14 @@
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
-export STACK RUN BUCKET PREVIEW JSON SKIP_PREFLIGHT PY PYTHON VENV FAULTS
+export STACK RUN BUCKET PREVIEW JSON SKIP_PREFLIGHT ALLOW_OPEN_ENDPOINT PY PYTHON VENV FAULTS
 
-.PHONY: help setup test lint scan mutate plan plan-all rehearse preflight up destroy sweep benchmark results
+.PHONY: help setup test lint scan mutate plan plan-all lock rehearse preflight up destroy sweep benchmark results
 
 help: ## list the targets
 	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] | make plan-all | make test | make scan | make mutate"
 	@echo "              make rehearse STACK=<s> [FAULTS=a,b]"
-	@echo "Real account: make preflight STACK=<s> [JSON=1] | make up STACK=<s> [SKIP_PREFLIGHT=1] | make benchmark STACK=<s>"
+	@echo "Real account: make preflight STACK=<s> [JSON=1] | make up STACK=<s> [SKIP_PREFLIGHT=1] [ALLOW_OPEN_ENDPOINT=1] | make benchmark STACK=<s>"
 	@echo "              make results STACK=<s> [RUN=<run id>] [BUCKET=<bucket>] | make sweep STACK=<s> | make destroy STACK=<s>"
 	@echo "Stacks:       $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))"
 	@echo "The CLI behind them: $(PY) -m tools --help"
@@ -39,10 +39,10 @@ test: lint ## lint, then the test suite
 	"$$PY" -m pytest -q -n "$$TEST_WORKERS"
 
 # checkov in a virtualenv of its own (requirements-scan.txt, every package pinned), then the scan of
-# every stack's Kubernetes objects against security/checkov-allowlist.yaml (offline/scan.py).
+# every stack's Kubernetes objects and AWS resources against security/checkov-allowlist.yaml (offline/scan.py).
 SCAN_VENV ?= .venv-scan
 export SCAN_VENV
-scan: setup $(SCAN_VENV)/.installed ## checkov over every stack's Kubernetes objects, against the allowlist
+scan: setup $(SCAN_VENV)/.installed ## checkov over every stack's Kubernetes objects and AWS resources, against the allowlist
 	@"$$PY" -m tools scan --checkov "$$SCAN_VENV/bin/checkov"
 
 $(SCAN_VENV)/.installed: requirements-scan.txt
@@ -71,6 +71,9 @@ plan: setup ## what `pulumi up` would create, offline: STACK=<s> [PREVIEW=1]
 plan-all: setup ## plan every stack
 	@"$$PY" -m tools plan-all
 
+lock: setup ## pin each model the stack serves to a hub commit: STACK=<s> [REFS="<model>=<ref> ..."]
+	@"$$PY" -m tools lock --stack "$$STACK" $$(for r in $$REFS; do printf -- '--ref %s ' "$$r"; done)
+
 # The rehearsal (docs/rehearsal.md): the stack's rendered pods as local processes against vLLM on CPU,
 # in a virtualenv of its own (.venv-rehearse, rehearse/requirements.txt, built on first use).
 rehearse: setup ## run a stack's rendered pods here against vLLM on CPU: STACK=<s> [FAULTS=a,b]
@@ -79,8 +82,8 @@ rehearse: setup ## run a stack's rendered pods here against vLLM on CPU: STACK=<
 preflight: setup ## read-only checks with your credentials: STACK=<s> [JSON=1]
 	@"$$PY" -m tools preflight --stack "$$STACK" $${JSON:+--json}
 
-up: setup ## preflight, then pulumi up: STACK=<s> [SKIP_PREFLIGHT=1]
-	@"$$PY" -m tools up --stack "$$STACK" $${SKIP_PREFLIGHT:+--skip-preflight}
+up: setup ## preflight, then pulumi up: STACK=<s> [SKIP_PREFLIGHT=1] [ALLOW_OPEN_ENDPOINT=1]
+	@"$$PY" -m tools up --stack "$$STACK" $${SKIP_PREFLIGHT:+--skip-preflight} $${ALLOW_OPEN_ENDPOINT:+--allow-open-endpoint}
 
 destroy: setup ## pulumi destroy, then the sweep: STACK=<s>
 	@"$$PY" -m tools destroy --stack "$$STACK"

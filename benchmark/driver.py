@@ -309,6 +309,41 @@ def run_record(config: dict, run_id: str) -> dict[str, Any]:
             "dimensions": config.get("dimensions")}
 
 
+class Progress:
+    """Where a run (or a study) is: case i of N, the time this pod has run, and when it should be
+    done at the pace of the cases this pod measured. Cases done before (by a killed pod) or never
+    to be measured (a failed server's) count as done."""
+
+    def __init__(self, total: int, done: int = 0, clock: Callable[[], float] = time.monotonic):
+        self.total, self.finished, self.measured, self.clock = total, done, 0, clock
+        self.started = clock()
+
+    def skip(self, cases: int) -> None:
+        self.finished += cases
+
+    def figures(self) -> dict[str, Any]:
+        elapsed = self.clock() - self.started
+        eta = elapsed / self.measured * (self.total - self.finished) if self.measured else None
+        return {"done": self.finished, "total": self.total, "elapsedSeconds": round(elapsed),
+                "etaSeconds": None if eta is None else round(eta)}
+
+    def next(self) -> str:
+        """The line a case starts with."""
+        figures = self.figures()
+        eta = duration(figures["etaSeconds"]) if figures["etaSeconds"] is not None else "after the first case"
+        return f"case {self.finished + 1}/{self.total}, {duration(figures['elapsedSeconds'])} elapsed, ETA {eta}"
+
+    def done(self) -> dict[str, Any]:
+        """One more case measured: what the run's record carries."""
+        self.finished, self.measured = self.finished + 1, self.measured + 1
+        return self.figures()
+
+
+def duration(seconds: float) -> str:
+    hours, rest = divmod(int(seconds), 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
+
+
 def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, llmperf_dir: Path, hooks: Hooks) -> dict[str, Any]:
     """Run every (test case, variant); returns run.json as finally written."""
     run_dir = results_dir / run_id
@@ -320,11 +355,14 @@ def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, llmper
     telemetry = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
     try:
         wait_ready(config["variants"], hooks)
+        progress = Progress(len(config["testCases"]) * len(config["variants"]))
         for test_case, prompt in config["testCases"].items():
             use_prompt(prompt_file, original_prompts, prompt)
             for variant in config["variants"]:
                 wait_ready([variant], hooks)
+                print(f"{progress.next()}: {variant['name']}", flush=True)
                 run["cases"].append(run_case(config, variant, test_case, results_dir, run_id, llmperf_dir, hooks, telemetry))
+                run["progress"] = progress.done()
                 hooks.save(run_dir / RUN_FILE, run)
         short = [f"{c['testCase']}/{c['variant']} ({c['completed']} of {c['asked']})" for c in run["cases"] if c["short"]]
         run["status"], run["reason"] = ("incomplete", "short cases: " + ", ".join(short)) if short else ("complete", None)

@@ -1,9 +1,11 @@
-"""Confidence intervals for a ratio of two measured times, from repeats, with the standard library.
+"""Confidence intervals from repeats, with the standard library.
 
-A speedup is baseline time / SD time. Each repeat gives one median per side; the interval is
-Welch's t interval on the difference of the means of their logarithms, exponentiated (a ratio of
-geometric means, whose interval is not symmetric around it). Welch's degrees of freedom
-(Welch-Satterthwaite) allow the two sides unequal variances and repeat counts.
+A speedup is baseline time / SD time. The tuner measures the baseline next to each configuration
+(benchmark/tuner.py), so each repeat gives one paired ratio; the interval is Student's t interval
+of the mean of their logarithms, exponentiated (a geometric mean, whose interval is not symmetric
+around it): what moves both sides of a pair (drift between blocks, a node's state) cancels, as it
+would not in a two-sample interval of measurements taken hours apart. The same interval serves any
+positive figure measured once per repeat (the draft's cost ratio c).
 
 Student's t quantile comes from its distribution function, F(t) = 1 - I_x(df/2, 1/2) / 2 with
 x = df / (df + t^2) for t >= 0 (Abramowitz & Stegun 26.7.1, 26.5.27), the regularized incomplete
@@ -64,27 +66,14 @@ def t_quantile(p: float, df: float) -> float:
     return (low + high) / 2
 
 
-def welch_df(var_a: float, n_a: int, var_b: float, n_b: int) -> float:
-    """Welch-Satterthwaite degrees of freedom."""
-    a, b = var_a / n_a, var_b / n_b
-    return (a + b) ** 2 / (a * a / (n_a - 1) + b * b / (n_b - 1))
-
-
-def ratio_interval(numerators: list[float], denominators: list[float], confidence: float = CONFIDENCE) -> dict:
-    """The ratio of geometric means numerators / denominators, and its interval (None with fewer
-    than two repeats on a side: one repeat says nothing about spread)."""
-    if not numerators or not denominators:
-        return {"value": None, "low": None, "high": None, "df": None, "repeats": (len(numerators), len(denominators))}
-    logs_a, logs_b = [math.log(v) for v in numerators], [math.log(v) for v in denominators]
-    difference = statistics.fmean(logs_a) - statistics.fmean(logs_b)
-    result = {"value": math.exp(difference), "low": None, "high": None, "df": None,
-              "repeats": (len(numerators), len(denominators))}
-    if len(logs_a) < 2 or len(logs_b) < 2:
+def log_interval(values: list[float], confidence: float = CONFIDENCE) -> dict:
+    """The geometric mean of positive `values` and Student's t interval of the mean of their
+    logarithms, exponentiated (None with one value)."""
+    logs = [math.log(v) for v in values]
+    centre = statistics.fmean(logs)
+    result = {"value": math.exp(centre), "low": None, "high": None, "df": None}
+    if len(logs) < 2:
         return result
-    var_a, var_b = statistics.variance(logs_a), statistics.variance(logs_b)
-    se = math.sqrt(var_a / len(logs_a) + var_b / len(logs_b))
-    if se == 0:  # identical repeats: no spread to widen the interval
-        return {**result, "low": result["value"], "high": result["value"]}
-    df = welch_df(var_a, len(logs_a), var_b, len(logs_b))
-    half = t_quantile(1 - (1 - confidence) / 2, df) * se
-    return {**result, "low": math.exp(difference - half), "high": math.exp(difference + half), "df": df}
+    df = len(logs) - 1
+    half = t_quantile(1 - (1 - confidence) / 2, df) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return {**result, "low": math.exp(centre - half), "high": math.exp(centre + half), "df": df}

@@ -1,15 +1,20 @@
-"""Compare variants per test case and write report.md, report.png and report.json.
+"""Compare variants per test case and write report.md, report.png, report.json and report.csv.
 
     python -m benchmark.report DIR
 
-The figures and their sources are benchmark/analysis.py's; this module lays them out. Every table
-says where its numbers come from; a short or failed case is flagged, never averaged away; the
-stack's seed's published figures are printed beside the measured ones (benchmark/seedcompare.py).
+The figures and their sources are benchmark/analysis.py's; this module lays them out. Each run
+opens with a summary across its test cases; every table says where its numbers come from; a short
+or failed case is flagged, never averaged away; the stack's seed's published figures are printed
+beside the measured ones (benchmark/seedcompare.py). report.csv holds every figure, one row per
+(run, test case, variant), for a notebook.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import math
+import statistics
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -153,6 +158,28 @@ STATUS_WORDS = {"running": "RUNNING (or its pod died before finishing: check the
                 "incomplete": "INCOMPLETE", "failed": "FAILED"}
 
 
+def _summary(run: dict[str, Any]) -> list[str]:
+    """Each variant compared with a baseline, across the run's test cases: the geometric mean of its
+    per-case speedups and their range, and the cases to read with care."""
+    compared = [v for v in run["variants"] if v.get("baseline")]
+    cases = list(run["testCases"])
+    if not compared or not cases:
+        return []
+    lines = [f"Summary across the {len(cases)} test case(s): the geometric mean of the per-case speedups (p50), their "
+             "range, and the cases flagged below their tables.", "",
+             "| variant | vs | TPOT speedup | E2E speedup | flagged cases |", "|---|---|---|---|---|"]
+    for v in compared:
+        cells = []
+        for key in ("speedup_tpot", "speedup_e2e"):
+            values = [x for t in cases if (x := (run["cases"][t][v["name"]].get("vs_baseline") or {}).get(key))]
+            mean = math.exp(statistics.fmean(math.log(x) for x in values)) if values else None
+            cells.append(f"{mean:.2f}x ({min(values):.2f}x to {max(values):.2f}x; {len(values)} of {len(cases)} cases)"
+                         if values else "n/a")
+        flagged = [t for t in cases if any(_flags(n, run["cases"][t][n]) for n in (v["name"], v["baseline"]))]
+        lines.append(f"| {v['name']} | {v['baseline']} | {cells[0]} | {cells[1]} | {', '.join(flagged) or 'none'} |")
+    return lines + [""]
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = ["# Speculative decoding benchmark", "", SOURCES, ""]
     for run_id, run in report["runs"].items():
@@ -165,6 +192,7 @@ def markdown(report: dict[str, Any]) -> str:
                   f"{shape.get('concurrency')}, {shape.get('requestsPerTestCase')} requests per test case, sampling "
                   f"{json.dumps(shape.get('samplingParams'))}, LLMPerf {str(run.get('llmperfCommit'))[:12]}; "
                   f"started {run.get('startedAt')}, finished {run.get('finishedAt') or 'not yet'}.", ""]
+        lines += _summary(run)
         for test_case, prompt in run["testCases"].items():
             lines += [f"### {test_case}", "", f"Prompt: {json.dumps(prompt) if prompt is not None else 'LLMPerf sonnets'}", ""]
             lines += _case_tables(run, run["cases"][test_case]) + [""]
@@ -230,11 +258,37 @@ def build_report(results_dir: Path) -> dict[str, Any]:
     return report
 
 
+def flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    """A nested figure as columns: keys joined by '.', lists by index."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in flat(item, f"{prefix}{key}.").items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in flat(item, f"{prefix}{i}.").items()}
+    return {prefix[:-1]: value}
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Every figure of `rows` (flattened), one row each, columns in the order first seen."""
+    flattened = [flat(row) for row in rows]
+    columns = list(dict.fromkeys(c for row in flattened for c in row))
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        writer.writerows(flattened)
+
+
+def csv_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"run": run_id, "stack": run.get("stack"), "testCase": test_case, "variant": name, **figures}
+            for run_id, run in report["runs"].items() for test_case, by_variant in run["cases"].items()
+            for name, figures in by_variant.items()]
+
+
 def write_report(results_dir: Path) -> dict[str, Any]:
     report = build_report(results_dir)
     text = markdown(report)
     (results_dir / "report.md").write_text(text)
     (results_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    write_csv(results_dir / "report.csv", csv_rows(report))
     chart(report, results_dir / "report.png")
     print(text, end="")
     return report

@@ -3,14 +3,19 @@
 Per repeat, a case gives its median TPOT and end-to-end time over the requests that completed
 (benchmark/analysis.py case_figures); a case that failed or came up short is left out and listed,
 never averaged in. Across repeats:
-- speedup: baseline / configuration, the ratio of geometric means with a 95 % Welch interval on
-  the log scale (benchmark/intervals.py); "overall" uses, per repeat, the geometric mean over the
-  test cases of that repeat (a repeat missing a case is left out of the overall figure);
+- speedup: per repeat, the baseline's figure measured next to the configuration (in its block,
+  repeat-<r>/beside-<configuration>/; where the pair does not fit the nodes, the repeat's own
+  measurement of the baseline) over the configuration's: a paired ratio; their geometric mean
+  with the 95 % t interval of their logarithms (benchmark/intervals.py); "overall" uses, per
+  repeat, the geometric mean over the test cases of that repeat's ratios (a repeat missing a case
+  is left out of the overall figure). "Not distinguishable from the best": the per-repeat ratio
+  of the best's speedup to the other's, whose interval reaches 1;
 - acceptance: accepted / drafted tokens and the mean accepted length (1 + accepted / drafts), from
   the server's counters summed over the repeats (else the streamed chunks' implied length), and
   per position where the counters give it;
 - goodput: the requests meeting both the TTFT and the TPOT target (study.ttftTargetMs,
-  tpotTargetMs), as a share of those asked and per minute of the case's wall time;
+  tpotTargetMs), as a share of every request the proxy saw (the population they are counted
+  over) and per minute of the case's wall time;
 - cost per million output tokens: the configuration's share of the node's list price over its
   measured overall throughput (analysis.case_figures).
 - the bound: Leviathan et al.'s speedup E[tokens per step] / (c k + 1), with E measured (the mean
@@ -22,9 +27,17 @@ never averaged in. Across repeats:
     time is TPOT x mean accepted length, so the slope b of step time over k, fitted by least
     squares across a draft's windows in this study, over the baseline's TPOT, is c. It needs two
     windows of the draft; it is the only way for an EAGLE3 head (which cannot run alone: it needs
-    the target's hidden states). The intercept a over the baseline's TPOT is printed beside it as
-    the verification step's cost relative to a plain decode step.
-  Where both exist, the bound uses the measured c and the derived one is printed beside it.
+    the target's hidden states). The fit is made per test case and per repeat (that repeat's TPOT
+    and counters, over that repeat's baseline TPOT); c is the geometric mean over the repeats with
+    the t interval of their logarithms. A repeat whose slope is not positive leaves c out, and a
+    t interval of the slopes reaching 0 marks it unstable: the report then recommends timing the
+    draft alone. The intercept a over the baseline's TPOT is printed beside it as the
+    verification step's cost relative to a plain decode step.
+  Where both exist, the bound uses the measured c and the derived one is printed beside it. The
+  bound is per test case, from that case's c and mean accepted length; "overall" is the
+  geometric mean of the cases' bounds (as the overall speedup is of the cases' speedups), and the
+  overall derived c, per repeat, the geometric mean of the cases' c. (A TPOT averaged over the test
+  cases times a length pooled over all their steps is no step time: c came out biased.)
 """
 from __future__ import annotations
 
@@ -35,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from . import acceptance, analysis
-from .intervals import ratio_interval
+from .intervals import CONFIDENCE, log_interval, t_quantile
 from .results import load_case
 
 STUDY_FILE = "study.json"
@@ -45,42 +58,61 @@ def study_ids(results_dir: Path) -> list[str]:
     return sorted(p.parent.name for p in results_dir.glob(f"*/{STUDY_FILE}"))
 
 
-def run_id(study_id: str, repeat: int) -> str:
-    return f"{study_id}/repeat-{repeat}"
+def run_id(study_id: str, repeat: int, beside: str | None = None) -> str:
+    """Where a repeat's cases are; `beside`: the baseline measured in that configuration's block."""
+    return f"{study_id}/repeat-{repeat}" + (f"/beside-{beside}" if beside else "")
 
 
 def goodput(case, ttft_ms: int | None, tpot_ms: int | None) -> dict[str, Any]:
-    ok = case.ok
-    good = [r for r in ok
+    """The requests meeting both targets, counted over one population: every request the proxy
+    saw, LLMPerf's discarded extras included, which is also what the share divides by. (Counting
+    the good over all of them and dividing by the requests asked gave shares above 100 %.) vLLM's
+    benchmark does the same: good and completed both over the outputs of the requests it sent
+    (vllm-project/vllm@0049e29c:benchmarks/benchmark_serving.py calculate_metrics)."""
+    good = [r for r in case.ok
             if (ttft_ms is None or (r.ttft_s is not None and r.ttft_s * 1000 <= ttft_ms))
             and (tpot_ms is None or (r.time_per_output_token_s is not None and r.time_per_output_token_s * 1000 <= tpot_ms))]
     wall = analysis.wall_time_s(case.requests)
-    return {"good": len(good), "asked": case.asked, "share": len(good) / case.asked if case.asked else None,
+    population = len(case.requests)
+    return {"good": len(good), "requests": population, "share": len(good) / population if population else None,
             "per_minute": len(good) / wall * 60 if wall else None}
 
 
-def repeat_figures(results_dir: Path, study: dict, variant: dict, test_case: str) -> dict[int, dict[str, Any]]:
-    """Each repeat's usable figures of one (configuration, test case); short or failed ones are
-    marked and carry no figures."""
-    figures = {}
-    for repeat in range(1, study["repeats"] + 1):
-        case = load_case(results_dir, run_id(study["id"], repeat), variant["name"], test_case)
-        if not case.case:
-            continue  # never ran (a failed configuration, or a study still running)
-        f = analysis.case_figures(case, variant)
-        usable = not case.short and case.case.get("exitCode") == 0 and f["tpot_s"]["p50"] and f["e2e_s"]["p50"]
-        entry: dict[str, Any] = {"usable": bool(usable), "completed": f["completed"], "asked": f["asked"],
-                                 "exit_code": case.case.get("exitCode")}
-        if usable:
-            specdecode = case.specdecode or {}
-            deltas = (acceptance.counter_deltas(specdecode["before"], specdecode["after"])
-                      if "before" in specdecode and "after" in specdecode else None)
-            entry.update(tpot_s=f["tpot_s"]["p50"], e2e_s=f["e2e_s"]["p50"], ttft_s=f["ttft_s"]["p50"],
-                         usd_per_million=f["usd_per_million_output_tokens"], counters=deltas,
-                         implied_length=f["acceptance"]["tokens_per_step_implied"],
-                         goodput=goodput(case, study.get("ttftTargetMs"), study.get("tpotTargetMs")))
-        figures[repeat] = entry
-    return figures
+def case_entry(results_dir: Path, study: dict, variant: dict, test_case: str, run: str, label: str) -> dict[str, Any] | None:
+    """One measured case's usable figures; a short or failed one is marked and carries none; None
+    if it never ran (a failed configuration, or a study still running)."""
+    case = load_case(results_dir, run, variant["name"], test_case)
+    if not case.case:
+        return None
+    f = analysis.case_figures(case, variant)
+    usable = not case.short and case.case.get("exitCode") == 0 and f["tpot_s"]["p50"] and f["e2e_s"]["p50"]
+    entry: dict[str, Any] = {"usable": bool(usable), "completed": f["completed"], "asked": f["asked"],
+                             "exit_code": case.case.get("exitCode"), "label": label}
+    if usable:
+        specdecode = case.specdecode or {}
+        deltas = (acceptance.counter_deltas(specdecode["before"], specdecode["after"])
+                  if "before" in specdecode and "after" in specdecode else None)
+        entry.update(tpot_s=f["tpot_s"]["p50"], e2e_s=f["e2e_s"]["p50"], ttft_s=f["ttft_s"]["p50"],
+                     usd_per_million=f["usd_per_million_output_tokens"], counters=deltas,
+                     implied_length=f["acceptance"]["tokens_per_step_implied"],
+                     goodput=goodput(case, study.get("ttftTargetMs"), study.get("tpotTargetMs")))
+    return entry
+
+
+def repeat_figures(results_dir: Path, study: dict, variant: dict, test_case: str, beside: str | None = None) -> dict[Any, dict]:
+    """Each repeat's figures of one (server, test case): measured in its own block, or (`beside`)
+    the baseline measured in that configuration's block."""
+    labels = {r: f"repeat {r}" + (f" beside {beside}" if beside else "") for r in range(1, study["repeats"] + 1)}
+    return {r: entry for r, label in labels.items()
+            if (entry := case_entry(results_dir, study, variant, test_case, run_id(study["id"], r, beside), label))}
+
+
+def paired_baseline(results_dir: Path, study: dict, baseline: dict, variant: str, test_case: str) -> dict[int, dict]:
+    """Per repeat, the baseline measured next to `variant`: in its block (the tuner measures the
+    baseline beside each configuration where the pair fits the nodes), else the repeat's own
+    measurement of the baseline (one server at a time; and studies from before)."""
+    beside = repeat_figures(results_dir, study, baseline, test_case, beside=variant)
+    return {**repeat_figures(results_dir, study, baseline, test_case), **beside}
 
 
 def pooled_acceptance(repeats: list[dict[str, Any]]) -> dict[str, Any]:
@@ -108,58 +140,114 @@ def fit_line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
     return mean_y - slope * mean_x, slope
 
 
-def cost_ratios(rows: dict[str, dict[str, Any]], variants: dict[str, dict], base_tpot: dict[str, float | None],
-                alone: dict[tuple[str, str], dict]) -> dict[str, dict]:
-    """Per draft (and baseline): c, measured from the draft served alone where it was (`alone`:
-    (draft, baseline) -> TPOT ratio with its interval), else derived from the fit of SD step time
-    over the window across the draft's configurations; both where both exist."""
-    fits: dict[tuple[str, str], dict] = {}
-    groups: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for name, row in rows.items():
-        v = variants[name]
-        if row.get("tpot_s") and row["acceptance"]["length"]:
-            groups.setdefault((v["draft"], v["baseline"]), []).append((v["numSpeculativeTokens"], row["tpot_s"] * row["acceptance"]["length"]))
-    for (draft, baseline), points in groups.items():
-        line, base = fit_line(points), base_tpot.get(baseline)
-        if line is None or not base:
-            why = "needs two windows of this draft with measured acceptance" if line is None else "no baseline TPOT"
-            fits[(draft, baseline)] = {"c": None, "why": why, "windows": len(points)}
-            continue
-        if line[1] <= 0:  # step time not growing with the window: noise, or a draft too cheap to resolve
-            fits[(draft, baseline)] = {"c": None, "windows": len(points), "why": f"the fitted slope of step time over the "
-                                       f"window is {line[1] * 1000:.3f} ms per token, not positive: no cost to derive"}
-            continue
-        fits[(draft, baseline)] = {"c": line[1] / base, "verify_ratio": line[0] / base, "windows": len(points),
-                                   "source": f"derived: slope of SD step time (TPOT x mean accepted length) over the window, "
-                                             f"least squares across {len(points)} windows of this draft, / the baseline's TPOT"}
-    ratios = {}
-    for name in rows:
-        key = (variants[name]["draft"], variants[name]["baseline"])
-        fit = fits.get(key, {"c": None, "why": "no SD figures"})
-        measured = alone.get(key)
-        if measured and measured["value"] is not None:
-            fit = {**{f"derived_{k}": v for k, v in fit.items()}, "c": measured["value"], "c_low": measured["low"],
-                   "c_high": measured["high"], "source": "measured: the draft served alone at the stack's shape, its TPOT / the baseline's"}
-        ratios[name] = fit
-    return ratios
+def repeat_length(entry: dict[str, Any]) -> float | None:
+    """One repeat's mean accepted length: its counters, else its streamed chunks' implied length."""
+    counters = entry.get("counters")
+    if counters and counters.get("drafts"):
+        return acceptance.from_counters(counters)["mean_acceptance_length"]
+    return entry.get("implied_length")
+
+
+def derived_cost(figures: dict, bases: dict, variants: dict[str, dict], draft: str, baseline: str,
+                 test_case: str) -> dict[str, Any]:
+    """c of `draft` in one test case, from the fit of SD step time over the window, repeat by
+    repeat: each configuration's step time over the baseline's TPOT measured next to it (so drift
+    between blocks moves both), its slope over the window c for that repeat; c is their geometric
+    mean, with the t interval of their logarithms. A repeat whose slope is not positive makes c
+    unstable: it is not printed, and the draft should be timed alone."""
+    names = [n for n, v in variants.items() if v["role"] == "sd" and (v["draft"], v["baseline"]) == (draft, baseline)]
+    slopes: dict[Any, float] = {}
+    intercepts: list[float] = []
+    windows = 0
+    for repeat in sorted({r for n in names for r in figures[n][test_case]}):
+        points = [(variants[n]["numSpeculativeTokens"], e["tpot_s"] * length / base["tpot_s"]) for n in names
+                  for e, base in [(figures[n][test_case].get(repeat), bases[n][test_case].get(repeat))]
+                  if e and e["usable"] and base and base["usable"] and (length := repeat_length(e))]
+        line = fit_line(points)
+        if line is not None:
+            slopes[repeat], windows = line[1], max(windows, len(points))
+            intercepts.append(line[0])
+    if not slopes:
+        return {"c": None, "why": "needs two windows of this draft with measured acceptance, and the baseline, in one repeat",
+                "windows": len(names)}
+    if any(c <= 0 for c in slopes.values()):
+        shown = ", ".join(f"repeat {r}: {c:.3f}" for r, c in slopes.items())
+        return {"c": None, "unstable": True, "c_repeats": slopes, "windows": windows,
+                "why": f"the fitted slope of step time over the window is not positive in every repeat ({shown}): "
+                       "this draft's cost is too small to resolve this way"}
+    interval = log_interval(list(slopes.values()))
+    return {"c": interval["value"], "c_low": interval["low"], "c_high": interval["high"], "c_repeats": slopes,
+            "unstable": reaches_zero(list(slopes.values())),
+            "verify_ratio": statistics.fmean(intercepts), "windows": windows, "repeats": len(slopes),
+            "source": f"derived: slope of SD step time (TPOT x mean accepted length) over the window, least squares "
+                      f"across {windows} windows of this draft per repeat, each over the baseline's TPOT measured next to it"}
+
+
+def reaches_zero(values: list[float], confidence: float = CONFIDENCE) -> bool:
+    """Whether Student's t interval of the mean of `values`, on their own scale, reaches 0: the
+    repeats do not tell the slope from none."""
+    if len(values) < 2:
+        return False
+    half = t_quantile(1 - (1 - confidence) / 2, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+    return statistics.fmean(values) - half <= 0
+
+
+def overall_cost(per_case: list[dict[str, Any]]) -> dict[str, Any]:
+    """c over the test cases: per repeat, the geometric mean of the cases' c (the repeats where
+    every case has one), then as for one case."""
+    missing = [f for f in per_case if f.get("c") is None]
+    if missing:
+        return {"c": None, "unstable": any(f.get("unstable") for f in missing),
+                "why": f"no c in {len(missing)} of {len(per_case)} test cases ({missing[0]['why']})"}
+    repeats = sorted(set.intersection(*(set(f["c_repeats"]) for f in per_case)))
+    if not repeats:
+        return {"c": None, "why": "no repeat gives c in every test case"}
+    interval = log_interval([math.exp(statistics.fmean(math.log(f["c_repeats"][r]) for f in per_case)) for r in repeats])
+    return {"c": interval["value"], "c_low": interval["low"], "c_high": interval["high"], "repeats": len(repeats),
+            "unstable": any(f["unstable"] for f in per_case),
+            "verify_ratio": statistics.fmean(f["verify_ratio"] for f in per_case),
+            "source": "derived: per repeat, the geometric mean over the test cases of each case's derived c"}
+
+
+def with_measured(fit: dict[str, Any], measured: dict[str, Any] | None) -> dict[str, Any]:
+    """The derived fit, or the measured c (the draft served alone) with the derived one beside it."""
+    if not measured or measured["value"] is None:
+        return fit
+    return {**{f"derived_{k}": v for k, v in fit.items()}, "c": measured["value"], "c_low": measured["low"],
+            "c_high": measured["high"], "source": "measured: the draft served alone at the stack's shape, its TPOT / the baseline's"}
 
 
 def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]:
     study, variants = study_record["study"], {v["name"]: v for v in study_record["variants"]}
     test_cases = list(study_record["testCases"])
-    figures = {name: {t: repeat_figures(results_dir, study, v, t) for t in test_cases} for name, v in variants.items()}
     outcomes = study_record["configurations"]
+    figures = {name: {t: repeat_figures(results_dir, study, v, t) for t in test_cases} for name, v in variants.items()}
+    for name, v in variants.items():
+        compared = [n for n, c in variants.items() if c.get("baseline") == name]
+        if compared and not any(figures[name].values()):
+            # Measured only beside the configurations compared with it (the paired design).
+            figures[name] = {t: {f"{r} beside {n}": e for n in compared
+                                 for r, e in repeat_figures(results_dir, study, v, t, beside=n).items()} for t in test_cases}
+    bases = {name: {t: paired_baseline(results_dir, study, variants[v["baseline"]], name, t) for t in test_cases}
+             for name, v in variants.items() if v.get("baseline")}
     # A configuration recorded failed (it stopped serving mid-study) keeps the cases it finished in
     # S3, but they are not a measurement of it: none is used, each is listed.
-    dropped = [f"{name} / {t} / repeat {r}: the configuration failed ({outcomes[name]['reason']}); not used"
-               for name in variants if outcomes.get(name, {}).get("status") == "failed"
-               for t in test_cases for r in figures[name][t]]
-    for name in variants:
-        if outcomes.get(name, {}).get("status") == "failed":
-            figures[name] = {t: {} for t in test_cases}
+    failed = [name for name in variants if outcomes.get(name, {}).get("status") == "failed"]
+    dropped = [f"{name} / {t} / {e['label']}: the configuration failed ({outcomes[name]['reason']}); not used"
+               for name in failed for t in test_cases for e in figures[name][t].values()]
+    for name in failed:
+        figures[name] = {t: {} for t in test_cases}
+    for name in bases:
+        if variants[name]["baseline"] in failed:
+            bases[name] = {t: {} for t in test_cases}
+    # Short or crashed cases, the baseline's measured beside each configuration included, each once.
+    short = {f"{name} / {t} / {e['label']}: {e['completed']} of {e['asked']} completed, LLMPerf exit {e['exit_code']}": None
+             for name, by_case in [*figures.items(), *((variants[n]["baseline"], b) for n, b in bases.items())]
+             for t, repeats in by_case.items() for e in repeats.values() if not e["usable"]}
+    excluded = dropped + list(short)
     table: dict[str, dict[str, dict[str, Any]]] = {}
-    excluded = dropped + [f"{name} / {t} / repeat {r}: {e['completed']} of {e['asked']} completed, LLMPerf exit {e['exit_code']}"
-                for name, by_case in figures.items() for t, repeats in by_case.items() for r, e in repeats.items() if not e["usable"]]
+    derived: dict[tuple[str, str], dict[str, Any]] = {}
+    """(configuration, test case) -> its draft's derived c there."""
     for scope in test_cases + ["overall"]:
         rows: dict[str, dict[str, Any]] = {}
         for name, v in variants.items():
@@ -171,21 +259,30 @@ def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]
                                    "usd_per_million": _mean([e["usd_per_million"] for e in usable]),
                                    "goodput": _pooled_goodput(usable)}
             if v.get("baseline"):
-                base = _samples(figures[v["baseline"]], test_cases, scope)
-                row["speedup_tpot"] = ratio_interval(base["tpot_s"], samples["tpot_s"])
-                row["speedup_e2e"] = ratio_interval(base["e2e_s"], samples["e2e_s"])
+                for key in ("tpot_s", "e2e_s"):
+                    ratios = paired_ratios(figures[name], bases[name], test_cases, scope, key)
+                    row[f"speedup_{key[:-2]}"] = {**speedup_interval(list(ratios.values())), "per_repeat": ratios}
             rows[name] = row
-        sd = {n: r for n, r in rows.items() if variants[n]["role"] == "sd"}
-        alone = {}
-        for name, draft in (study.get("draftsAlone") or {}).items():
-            base_tpot, alone_tpot = _alone_pair(figures, variants[name], test_cases, scope)
-            alone[(draft, variants[name]["baseline"])] = ratio_interval(alone_tpot, base_tpot)  # c = alone / baseline
-        ratios = cost_ratios(sd, variants, {n: rows[n]["tpot_s"] for n in rows}, alone)
-        for name, row in sd.items():
-            fit, k, length = ratios[name], variants[name]["numSpeculativeTokens"], row["acceptance"]["length"]
-            bound = length / (fit["c"] * k + 1) if fit["c"] is not None and length else None
-            measured = row["speedup_tpot"]["value"]
-            row["bound"] = {**fit, "speedup_bound": bound, "reached": measured / bound if bound and measured else None}
+        # c measured: the draft served alone, its TPOT / the baseline's (1 / its paired speedup).
+        alone = {(draft, variants[name]["baseline"]): inverse(rows[name]["speedup_tpot"])
+                 for name, draft in (study.get("draftsAlone") or {}).items()}
+        for name in (n for n in rows if variants[n]["role"] == "sd"):
+            v, row = variants[name], rows[name]
+            key = (v["draft"], v["baseline"])
+            speedup = row["speedup_tpot"]["value"]
+            if scope == "overall":
+                # Over the test cases: c from the cases' fits, and the bound the geometric mean of
+                # the cases' bounds, as the overall speedup is of the cases' speedups.
+                fit = with_measured(overall_cost([derived[(name, t)] for t in test_cases]), alone.get(key))
+                bounds = [table[t][name]["bound"]["speedup_bound"] for t in test_cases]
+                bound = _geomean(bounds) if all(bounds) else None
+                row["bound"] = {**fit, "speedup_bound": bound, "reached": speedup / bound if bound and speedup else None}
+            else:
+                derived[(name, scope)] = derived_cost(figures, bases, variants, *key, scope)
+                fit = with_measured(derived[(name, scope)], alone.get(key))
+                length = row["acceptance"]["length"]
+                bound = length / (fit["c"] * v["numSpeculativeTokens"] + 1) if fit["c"] is not None and length else None
+                row["bound"] = {**fit, "speedup_bound": bound, "reached": speedup / bound if bound and speedup else None}
         table[scope] = rows
     return {"study": study, "status": study_record["status"], "reason": study_record.get("reason"),
             "configurations": study_record["configurations"], "variants": study_record["variants"],
@@ -193,10 +290,32 @@ def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]
             "best": {scope: best(rows, variants) for scope, rows in table.items()}}
 
 
-def _alone_pair(figures: dict, variant: dict, test_cases: list[str], scope: str) -> tuple[list[float], list[float]]:
-    """(baseline TPOTs, draft-alone TPOTs) per repeat, for c = alone / baseline."""
-    return (_samples(figures[variant["baseline"]], test_cases, scope)["tpot_s"],
-            _samples(figures[variant["name"]], test_cases, scope)["tpot_s"])
+def paired_ratios(own: dict[str, dict], base: dict[str, dict], test_cases: list[str], scope: str, key: str) -> dict[Any, float]:
+    """Per repeat, the baseline's figure measured next to the configuration over the configuration's
+    (a test case), or (overall) the geometric mean of those over every test case, for the repeats
+    where every case has a usable pair."""
+    def of(t: str) -> dict[Any, float]:
+        return {r: base[t][r][key] / e[key] for r, e in own[t].items()
+                if e["usable"] and r in base[t] and base[t][r]["usable"]}
+    if scope != "overall":
+        return of(scope)
+    per_case = [of(t) for t in test_cases]
+    repeats = sorted(set.intersection(*(set(p) for p in per_case)))
+    return {r: math.exp(statistics.fmean(math.log(p[r]) for p in per_case)) for r in repeats}
+
+
+def speedup_interval(ratios: list[float]) -> dict[str, Any]:
+    """The geometric mean of the paired ratios and the t interval of their logarithms (a paired
+    t interval: what moves both sides of a pair, drift between blocks, cancels)."""
+    if not ratios:
+        return {"value": None, "low": None, "high": None, "df": None, "repeats": 0}
+    return {**log_interval(ratios), "repeats": len(ratios)}
+
+
+def inverse(interval: dict[str, Any]) -> dict[str, Any]:
+    """1 / a ratio with its interval (the bounds swap)."""
+    value, low, high = interval["value"], interval["low"], interval["high"]
+    return {"value": 1 / value if value else None, "low": 1 / high if high else None, "high": 1 / low if low else None}
 
 
 def _samples(by_case: dict[str, dict[int, dict]], test_cases: list[str], scope: str) -> dict[str, list[float]]:
@@ -220,21 +339,28 @@ def _mean(values: list[float | None]) -> float | None:
 
 
 def _pooled_goodput(usable: list[dict]) -> dict[str, Any]:
-    asked = sum(e["goodput"]["asked"] or 0 for e in usable)
+    requests = sum(e["goodput"]["requests"] for e in usable)
     good = sum(e["goodput"]["good"] for e in usable)
-    return {"good": good, "asked": asked, "share": good / asked if asked else None,
+    return {"good": good, "requests": requests, "share": good / requests if requests else None,
             "per_minute": _mean([e["goodput"]["per_minute"] for e in usable])}
 
 
 def best(rows: dict[str, dict[str, Any]], variants: dict[str, dict]) -> dict[str, Any] | None:
-    """The SD configuration with the highest TPOT speedup, and those whose interval reaches it
-    (not distinguishable from it with these repeats)."""
+    """The SD configuration with the highest TPOT speedup, and those not told apart from it: a
+    direct paired comparison, per repeat the best's speedup over the other's (each against the
+    baseline measured next to it), whose interval reaches 1."""
     ranked = sorted(((r["speedup_tpot"]["value"], n) for n, r in rows.items()
                      if variants[n]["role"] == "sd" and r.get("speedup_tpot", {}).get("value")), reverse=True)
     if not ranked:
         return None
     value, name = ranked[0]
-    close = [n for _, n in ranked[1:] if (rows[n]["speedup_tpot"]["high"] or 0) >= (rows[name]["speedup_tpot"]["low"] or value)]
+    close = []
+    for _, other in ranked[1:]:
+        mine, theirs = rows[name]["speedup_tpot"]["per_repeat"], rows[other]["speedup_tpot"]["per_repeat"]
+        common = [r for r in mine if r in theirs]
+        comparison = log_interval([mine[r] / theirs[r] for r in common]) if common else None
+        if comparison is None or comparison["low"] is None or comparison["low"] <= 1:
+            close.append(other)
     return {"variant": name, "speedup_tpot": value, "indistinguishable": close}
 
 

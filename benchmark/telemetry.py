@@ -73,6 +73,18 @@ class KubernetesApi:
             self.base_url + path, data=json.dumps(body).encode(), method="PATCH",
             headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/merge-patch+json"}))
 
+    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._json("POST", path, body)
+
+    def put(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A replace: the API server refuses it (409) unless metadata.resourceVersion is current."""
+        return self._json("PUT", path, body)
+
+    def _json(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._send(urllib.request.Request(
+            self.base_url + path, data=json.dumps(body).encode(), method=method,
+            headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"}))
+
     def _send(self, request: urllib.request.Request) -> dict[str, Any]:
         with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._context) as response:
             return json.loads(response.read())

@@ -7,20 +7,29 @@ driver's measuring proxy; in sequential mode one SD configuration up at a time; 
 The run config's "study" (components/pairing/benchmark.py study_config) says how:
 - mode "sequential" (`scales`): the servers are created at zero replicas and only the tuner sets
   their count, through the Deployment's scale subresource (its Role allows nothing else:
-  components/pairing/benchmark_access.py tuner_rules). Configurations go baselines first, then each
-  SD configuration; the baseline stays up beside one SD configuration when the pair fits the nodes
-  (`pairsFitTogether`), else one server runs at a time. Before a server is scaled up, every other
-  one that must not run beside it is scaled down and its pods are gone.
+  components/pairing/benchmark_access.py tuner_rules). The baseline stays up beside one SD
+  configuration when the pair fits the nodes (`pairsFitTogether`), else one server runs at a time.
+  Before a server is scaled up, every other one that must not run beside it is scaled down and its
+  pods are gone.
 - mode "parallel": every server is up from `pulumi up`; nothing is scaled.
-For each configuration: wait until it serves and its compiled set is published (benchmark/driver.py
-not_ready), or until its pods show it failed (a container that exited non-zero RESTARTS_TO_FAIL
-times, a pod phase Failed, a container that cannot be created) or its startup budget ran out: then
-it is recorded "failed" with the reason, and the study goes on. Each repeat runs every test case
-(driver.run_case, into <study>/repeat-<r>/<variant>/<test case>/); the server is checked before each
-case, so a restart mid-study is waited for.
+The design (blocks): repeat 1 of every configuration, then repeat 2, ...; in each configuration's
+block, per test case, the baseline (where the pair fits, or in parallel mode) and then the
+configuration, so each speedup is a ratio of two measurements minutes apart (benchmark/study.py);
+where the pair does not fit, each repeat starts with the baselines alone. One tuner at a time: it
+holds the namespace's lease while it runs (benchmark/lease.py).
+Before a server is measured: wait until it serves and its compiled set is published
+(benchmark/driver.py not_ready), or until its pods show it failed (a container that exited non-zero
+RESTARTS_TO_FAIL times, a pod phase Failed, a container that cannot be created) or its startup
+budget ran out: then it is recorded "failed" with the reason, never started again, and the study
+goes on. Cases go to <study>/repeat-<r>/<variant>/<test case>/, the baseline's of a block to
+<study>/repeat-<r>/beside-<configuration>/<baseline>/<test case>/ (driver.run_case); the server is
+checked before each case, so a restart mid-study is waited for. Each case's log line, and
+study.json, say case i of N, the time this pod has run and the ETA at its pace.
 
-Resume: study.json (the configurations' outcomes and every finished case) is uploaded after each
-case. The study's folder is named by the run config's fingerprint and the Job's name
+Resume: study.json (the configurations' outcomes and every finished case, with the files it
+wrote) is uploaded after each case; a resumed pod counts a recorded case as done only when all
+those files are in S3 (an upload that failed before the pod was killed leaves it to be redone).
+The study's folder is named by the run config's fingerprint and the Job's name
 (study-<fingerprint>-<job>), so a new pod of the same Job (the Job starts one when a pod is killed
 or evicted) reads it back and skips what it holds: finished cases and configurations are never
 run twice; a changed study, or another Job (`make benchmark`), starts afresh. On the way out,
@@ -34,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import time
 import traceback
@@ -44,10 +54,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import driver, telemetry
+from . import driver, lease, telemetry
 from .driver import Hooks
+from .proxy import RECORDS_FILE
+from .results import CASE_FILE, TELEMETRY_FILE, case_dir
+from .study import STUDY_FILE, run_id
 
-STUDY_FILE = "study.json"
+REQUIRED_FILES = (CASE_FILE, RECORDS_FILE)
+"""What a case recorded before the tuner listed its files must have in the store to count as done."""
+LATER_FILES = (TELEMETRY_FILE, driver.TELEMETRY_PUBLISHED_FILE, driver.PUBLISHED_FILE)
+"""Files of a case folder written after the case (in the background), or markers of publishing:
+not part of the measurement a resumed study checks for."""
 RESTARTS_TO_FAIL = 2
 """A server whose container exited non-zero this many times has failed (a compile error, a
 refused setting): it would only fail again. One restart may be a transient error."""
@@ -128,6 +145,8 @@ class TunerHooks:
     recall: Callable[[Path], bytes | None] = lambda path: None
     """A file of the results folder as the store holds it (production: S3), None if absent."""
     clock: Callable[[], float] = time.monotonic
+    lease: Any = None
+    """One tuner per study stack (benchmark/lease.py Lease); None outside a cluster."""
 
 
 def pod_failure(pods: list[dict[str, Any]]) -> str | None:
@@ -149,15 +168,41 @@ def pod_failure(pods: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def ordered(variants: list[dict]) -> list[dict]:
-    """Baselines first, then what is compared with them, each group in the config's order."""
-    return [v for v in variants if not v.get("baseline")] + [v for v in variants if v.get("baseline")]
+@dataclass(frozen=True)
+class Block:
+    """One configuration's turn in one repeat: its servers up, every test case measured, the
+    baseline (when it is measured here) and the configuration back to back per test case."""
+
+    repeat: int
+    variant: dict
+    baseline: dict | None
+    """The baseline measured beside the configuration, in this block."""
+
+    def servers(self) -> list[dict]:
+        return [s for s in (self.baseline, self.variant) if s]
+
+    def beside(self, server: dict) -> str | None:
+        """Where the baseline's cases of this block go (repeat-<r>/beside-<configuration>/)."""
+        return self.variant["name"] if server is self.baseline else None
 
 
-def wanted_up(variant: dict, study: dict) -> list[str]:
-    """The servers up while `variant` is measured: itself, and its baseline when the pair fits."""
-    baseline = variant.get("baseline")
-    return [variant["name"]] + ([baseline] if baseline and study["pairsFitTogether"] else [])
+def blocks(variants: list[dict], study: dict) -> list[Block]:
+    """The study's design: repeats interleaved across configurations (repeat 1 of every
+    configuration, then repeat 2, ...), so drift over the hours of a study, and each server's
+    restarts, fall on every configuration alike; and the baseline measured inside every
+    configuration's block, next to it, so each speedup is a paired ratio (benchmark/study.py).
+    Where a pair does not fit the nodes, each repeat starts with the baselines alone, and its
+    configurations are paired with that."""
+    beside = study["pairsFitTogether"] or not study["scales"]
+    by_name = {v["name"]: v for v in variants}
+    roots = [] if beside else [v for v in variants if not v.get("baseline")]
+    compared = [v for v in variants if v.get("baseline")]
+    return [Block(r, v, by_name[v["baseline"]] if beside and v in compared else None)
+            for r in range(1, study["repeats"] + 1) for v in roots + compared]
+
+
+def case_key(repeat: int, variant: str, test_case: str, beside: str | None) -> tuple:
+    return repeat, variant, test_case, beside
 
 
 def new_record(config: dict, study_id: str) -> dict[str, Any]:
@@ -187,11 +232,27 @@ class Tuner:
         if stored is None:
             return new_record(self.config, self.study_id)
         record = json.loads(stored)
+        # A case counts as done only once every file it wrote is in the store: one whose upload
+        # failed before the pod was killed is measured again, and its configuration with it.
+        stored_cases = [c for c in record["cases"] if self.in_store(c)]
+        for lost in (c for c in record["cases"] if c not in stored_cases):
+            print(f"repeat {lost['repeat']} {lost['testCase']}/{lost['variant']}: recorded, but its files are not all in the "
+                  "store: measuring it again", flush=True)
+            if record["configurations"][lost["variant"]]["status"] == "done":
+                record["configurations"][lost["variant"]].update(status="pending", reason=None)
+        record["cases"] = stored_cases
         print(f"resuming study {self.study_id}: {len(record['cases'])} case(s) and "
               f"{sum(c['status'] in ('done', 'failed') for c in record['configurations'].values())} configuration(s) "
               "already recorded", flush=True)
         record.update(status="running", reason=None, finishedAt=None)
         return record
+
+    def case_folder(self, repeat: int, variant: str, test_case: str, beside: str | None = None) -> Path:
+        return case_dir(self.results_dir, run_id(self.study_id, repeat, beside), variant, test_case)
+
+    def in_store(self, case: dict[str, Any]) -> bool:
+        folder = self.case_folder(case["repeat"], case["variant"], case["testCase"], case.get("beside"))
+        return all(self.hooks.uploaded(folder / name) for name in case.get("files") or REQUIRED_FILES)
 
     def set_up(self, names: list[str]) -> None:
         """Scale down what must not run beside `names` and wait for its pods to go, then scale up
@@ -212,6 +273,7 @@ class Tuner:
             self.scale(name, 1)
 
     def scale(self, name: str, replicas: int) -> None:
+        self.check_lease()
         print(f"scaling {self.by_name[name]['deployment']} to {replicas}", flush=True)
         self.tuner.scaler.scale(self.by_name[name]["deployment"], replicas)
         if replicas:
@@ -232,27 +294,29 @@ class Tuner:
             self.hooks.sleep(self.hooks.poll_s)
         return None
 
+    def check_lease(self) -> None:
+        if self.tuner.lease:
+            self.tuner.lease.check()
+
     def run(self) -> dict[str, Any]:
+        if self.tuner.lease:
+            self.tuner.lease.acquire()  # before anything is read or scaled: one tuner at a time
         record = self.recorded()
         self.study_dir.mkdir(parents=True, exist_ok=True)
         self.hooks.save(self.study_dir / STUDY_FILE, record)
         prompt_file = self.llmperf_dir / driver.PROMPT_FILE
         original_prompts = prompt_file.read_text()
         background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
-        done = {(c["repeat"], c["variant"], c["testCase"]) for c in record["cases"]}
+        done = {case_key(c["repeat"], c["variant"], c["testCase"], c.get("beside")) for c in record["cases"]}
+        design = blocks(self.config["variants"], self.study)
+        # Cases recorded before, or never to be measured (a failed server's), count as done as their blocks come.
+        progress = driver.Progress(sum(len(b.servers()) for b in design) * len(self.config["testCases"]), clock=self.tuner.clock)
         try:
-            for variant in ordered(self.config["variants"]):
-                outcome = record["configurations"][variant["name"]]
-                if outcome["status"] in ("done", "failed"):
-                    continue
-                # A server recorded failed is not started again, not even as a baseline kept beside another.
-                self.set_up([n for n in wanted_up(variant, self.study) if record["configurations"][n]["status"] != "failed"])
-                failure = self.serving_failure(variant)
-                if failure is None:
-                    failure = self.measure(variant, record, done, prompt_file, original_prompts, background)
-                outcome.update(status="failed" if failure else "done", reason=failure)
-                print(f"{variant['name']}: {outcome['status']}{': ' + failure if failure else ''}", flush=True)
-                self.hooks.save(self.study_dir / STUDY_FILE, record)
+            for block in design:
+                self.measure(block, record, done, progress, prompt_file, original_prompts, background)
+            for outcome in record["configurations"].values():
+                if outcome["status"] != "failed":
+                    outcome["status"] = "done"
             failed = [n for n, c in record["configurations"].items() if c["status"] == "failed"]
             short = [f"repeat {c['repeat']} {c['testCase']}/{c['variant']}" for c in record["cases"] if c["short"]]
             problems = ([f"failed configurations: {', '.join(failed)}"] if failed else []) + (
@@ -267,30 +331,72 @@ class Tuner:
             self.scale_everything_down()
             prompt_file.write_text(original_prompts)
             background.shutdown(wait=record["status"] != "failed", cancel_futures=record["status"] == "failed")
-        driver.close_record(record, self.hooks, self.study_dir / STUDY_FILE)
+        try:
+            driver.close_record(record, self.hooks, self.study_dir / STUDY_FILE)
+        finally:
+            if self.tuner.lease:
+                try:
+                    self.tuner.lease.release()
+                except Exception as error:  # it lapses by itself
+                    print(f"WARNING: could not release lease {lease.NAME}: {error}", flush=True)
         return record
 
-    def measure(self, variant: dict, record: dict, done: set, prompt_file: Path, original_prompts: str,
-                background: ThreadPoolExecutor) -> str | None:
-        """Every repeat of every test case not yet recorded; why the server stopped serving, if it did."""
-        for repeat in range(1, self.study["repeats"] + 1):
-            for test_case, prompt in self.config["testCases"].items():
-                if (repeat, variant["name"], test_case) in done:
-                    continue
-                failure = self.serving_failure(variant)  # a server that restarted is waited for
+    def measure(self, block: Block, record: dict, done: set, progress: "driver.Progress", prompt_file: Path,
+                original_prompts: str, background: ThreadPoolExecutor) -> None:
+        """Every test case of one block not yet recorded, the baseline and then the configuration;
+        a server that does not serve is recorded failed (with why) and not started again, not
+        even as a baseline beside another."""
+        outcomes = record["configurations"]
+        servers = [s for s in block.servers() if outcomes[s["name"]]["status"] != "failed"]
+        missing = [(t, s) for t in self.config["testCases"] for s in servers
+                   if case_key(block.repeat, s["name"], t, block.beside(s)) not in done]
+        cases = len(block.servers()) * len(self.config["testCases"])
+        if block.variant not in servers:  # failed: nothing to measure, nor to measure the baseline beside
+            progress.skip(cases)
+            return
+        progress.skip(cases - len(missing))
+        if not missing:
+            return
+        self.set_up([s["name"] for s in servers])
+        for test_case, server in missing:
+            if outcomes[block.variant["name"]]["status"] == "failed" or outcomes[server["name"]]["status"] == "failed":
+                progress.skip(1)  # nothing to pair with, or nothing to measure
+                continue
+            self.check_lease()  # another tuner may now hold the servers: measure nothing more
+            # The configuration first: a baseline is not measured beside one that never serves.
+            failures = {s["name"]: self.serving_failure(s) for s in sorted(servers, key=lambda s: s is not block.variant)
+                        if outcomes[s["name"]]["status"] != "failed"}  # a server that restarted is waited for
+            for name, failure in failures.items():
                 if failure:
-                    return f"stopped serving at repeat {repeat}, {test_case}: {failure}"
-                driver.use_prompt(prompt_file, original_prompts, prompt)
-                case = driver.run_case(self.config, variant, test_case, self.results_dir, f"{self.study_id}/repeat-{repeat}",
-                                       self.llmperf_dir, self.hooks, background)
-                record["cases"].append({**case, "repeat": repeat})
-                done.add((repeat, variant["name"], test_case))
-                self.hooks.save(self.study_dir / STUDY_FILE, record)
-        return None
+                    measured = any(c["variant"] == name for c in record["cases"])
+                    reason = f"stopped serving at repeat {block.repeat}, {test_case}: {failure}" if measured else failure
+                    outcomes[name].update(status="failed", reason=reason)
+                    print(f"{name}: failed: {reason}", flush=True)
+                    self.hooks.save(self.study_dir / STUDY_FILE, record)
+            if any(failures.values()):
+                progress.skip(1)
+                continue
+            driver.use_prompt(prompt_file, original_prompts, self.config["testCases"][test_case])
+            beside = block.beside(server)
+            print(f"{progress.next()}: repeat {block.repeat}, {server['name']}"
+                  + (f" (beside {beside})" if beside else ""), flush=True)
+            case = driver.run_case(self.config, server, test_case, self.results_dir, run_id(self.study_id, block.repeat, beside),
+                                   self.llmperf_dir, self.hooks, background)
+            # What resuming checks is in the store (telemetry and markers come later, or not at all).
+            files = sorted(p.name for p in self.case_folder(block.repeat, server["name"], test_case, beside).iterdir()
+                           if p.is_file() and p.name not in LATER_FILES)
+            record["cases"].append({**case, "repeat": block.repeat, "beside": beside, "files": files})
+            done.add(case_key(block.repeat, server["name"], test_case, beside))
+            record["progress"] = progress.done()
+            self.hooks.save(self.study_dir / STUDY_FILE, record)
 
     def scale_everything_down(self) -> None:
-        """Every server this pod, or a killed one before it, left asking for a replica."""
+        """Every server this pod, or a killed one before it, left asking for a replica; none once
+        another tuner holds the lease (they are its servers now)."""
         if not self.study["scales"]:
+            return
+        if self.tuner.lease and self.tuner.lease.lost:
+            print(f"not scaling anything down: {self.tuner.lease.lost}", flush=True)
             return
         for name, variant in self.by_name.items():
             try:
@@ -322,6 +428,9 @@ def production_tuner(config: dict, args: argparse.Namespace, hooks: Hooks) -> Tu
                                   (telemetry.SERVICE_ACCOUNT_DIR / "namespace").read_text().strip(),
                                   may_scale=config["study"]["scales"])
     wiring = TunerHooks(scaler=scaler)
+    if isinstance(scaler, KubernetesScaler):
+        wiring.lease = lease.Lease(scaler.api, scaler.namespace, f"{study_folder(config, os.environ.get('JOB_NAME'))} "
+                                                                  f"(pod {socket.gethostname()})")
     if isinstance(hooks.upload, driver.S3Mirror):
         mirror = hooks.upload
 

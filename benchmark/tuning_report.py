@@ -1,5 +1,7 @@
-"""Write a tuning study's report: tuning.md, tuning.json, and per study a heatmap (draft x window,
-TPOT speedup, per test case and overall) and a speedup-vs-window plot with the intervals.
+"""Write a tuning study's report: tuning.md (opening with the answer: the best configuration per test
+case and overall), tuning.json, tuning.csv (every figure, one row per study, test case and
+configuration), and per study a heatmap (draft x window, TPOT speedup, per test case and overall,
+on one colour scale, each cell's figure printed) and a speedup-vs-window plot with the intervals.
 
     python -m benchmark.tuning_report DIR
 
@@ -14,18 +16,19 @@ from pathlib import Path
 from typing import Any
 
 from . import study as study_figures
-from .report import number, report_command
+from .report import number, report_command, write_csv
 from .seeds import PUBLISHED_CHOICES, PublishedChoice
 
 HOW_TO_READ = (
-    "Speedup = the baseline's TPOT (or end-to-end time) / the configuration's: the ratio of geometric means of the "
-    "per-repeat medians, with a 95 % Welch interval on the log scale (n/a with one repeat). Acceptance = accepted / "
+    "Speedup = the baseline's TPOT (or end-to-end time), measured next to the configuration in each repeat, / the "
+    "configuration's: the geometric mean of these paired ratios of per-repeat medians, with the 95 % t interval of their "
+    "logarithms (n/a with one repeat). Acceptance = accepted / "
     "drafted tokens from the server's counters, summed over the repeats; length = mean accepted tokens per target "
     "step (1 + accepted / drafts). Bound = Leviathan's E[tokens per step] / (c k + 1) with both measured: c is "
     "derived from the slope of SD step time over the window across this draft's windows (benchmark/study.py), so it "
     "needs two windows of a draft; where the draft was served alone (study.timeDraftsAlone), c is measured instead: "
     "its TPOT / the baseline's, printed as that row's c with its interval. 'reached' = measured speedup / bound. Goodput = requests meeting both targets, "
-    "as a share of those asked. $/M = the configuration's share of the node's list price per million output tokens. "
+    "of every request sent (LLMPerf's discarded extras included, on both sides). $/M = the configuration's share of the node's list price per million output tokens. "
     "Failed, short and crashed cases are listed and never averaged in.")
 
 
@@ -67,7 +70,7 @@ def scope_table(summary: dict[str, Any], scope: str) -> list[str]:
             f"{number(row['tpot_s'], 1000, 2)} | {speedups[0]} | {speedups[1]} | "
             f"{number(acceptance['rate'], 100, 1, '%')} | {number(acceptance['length'], digits=2)} | {per_position} | "
             f"{_c(row, name, summary)} | {number(bound.get('speedup_bound'), digits=2, suffix='x')} | {number(bound.get('reached'), 100, 0, '%')} | "
-            f"{goodput['good']}/{goodput['asked']} | {number(row['usd_per_million'], digits=2)} |")
+            f"{goodput['good']}/{goodput['requests']} | {number(row['usd_per_million'], digits=2)} |")
     return lines
 
 
@@ -87,11 +90,38 @@ def _c(row: dict[str, Any], name: str, summary: dict[str, Any]) -> str:
     if bound.get("source", "").startswith("measured"):
         derived = f"; derived {bound['derived_c']:.3f}" if bound.get("derived_c") is not None else ""
         return f"{bound['c']:.3f} measured{derived}"
+    if bound.get("c_low") is not None:
+        return f"{bound['c']:.3f} [{bound['c_low']:.3f}, {bound['c_high']:.3f}] derived"
     return f"{bound['c']:.3f} derived"
 
 
+def unstable_lines(summary: dict[str, Any], scope: str) -> list[str]:
+    """One line per draft whose derived c is unstable here (a slope not positive in some repeat, or
+    an interval reaching 0), recommending it be measured instead."""
+    variants = {v["name"]: v for v in summary["variants"]}
+    drafts = sorted({variants[n]["draft"] for n, r in summary["table"][scope].items()
+                     if (r.get("bound") or {}).get("unstable") or (r.get("bound") or {}).get("derived_unstable")})
+    return [f"- c of {d} is unstable in this fit: serve the plain draft alone to measure it (study.timeDraftsAlone: "
+            "true; an EAGLE3 head cannot run alone)" for d in drafts]
+
+
+def answer(summary: dict[str, Any]) -> list[str]:
+    """The best configuration per test case and overall, its interval, and the runners-up a paired
+    comparison cannot tell apart from it with these repeats."""
+    lines = ["| test case | best configuration | TPOT speedup (95 % interval) | not told apart from it |", "|---|---|---|---|"]
+    for scope in ["overall", *summary["testCases"]]:
+        choice = summary["best"][scope]
+        if choice is None:
+            lines.append(f"| {scope} | none measured | n/a | |")
+            continue
+        close = ", ".join(f"{n} ({_interval(summary['table'][scope][n]['speedup_tpot'])})" for n in choice["indistinguishable"])
+        lines.append(f"| {'**overall**' if scope == 'overall' else scope} | **{choice['variant']}** | "
+                     f"{_interval(summary['table'][scope][choice['variant']]['speedup_tpot'])} | {close or 'none'} |")
+    return lines
+
+
 def markdown(report: dict[str, Any]) -> str:
-    lines = ["# Tuning study report", "", HOW_TO_READ, ""]
+    lines = ["# Tuning study report", ""]
     for study_id, summary in report.items():
         study = summary["study"]
         targets = [f"TTFT <= {study['ttftTargetMs']} ms" if study.get("ttftTargetMs") else "",
@@ -100,6 +130,7 @@ def markdown(report: dict[str, Any]) -> str:
                   f"Mode {study['mode']}, {study['repeats']} repeats; status **{summary['status']}**"
                   + (f": {summary['reason']}" if summary["reason"] else "") + "; goodput targets: "
                   + (" and ".join(t for t in targets if t) or "none") + ".", ""]
+        lines += answer(summary) + ["", HOW_TO_READ, ""]
         failed = {n: c for n, c in summary["configurations"].items() if c["status"] != "done"}
         if failed:
             lines += ["Configurations not measured in full:", ""]
@@ -112,12 +143,8 @@ def markdown(report: dict[str, Any]) -> str:
             lines += [f"### {title}", ""] + scope_table(summary, scope) + [""]
             unbounded = [f"- no bound for {n}: {r['bound']['why']}" for n, r in summary["table"][scope].items()
                          if r.get("bound") and r["bound"].get("c") is None and summary["configurations"][n]["status"] == "done"]
-            lines += unbounded + ([""] if unbounded else [])
-            choice = summary["best"][scope]
-            if choice:
-                close = (f"; not distinguishable with these repeats: {', '.join(choice['indistinguishable'])}"
-                         if choice["indistinguishable"] else "")
-                lines += [f"Best: **{choice['variant']}** ({choice['speedup_tpot']:.2f}x TPOT){close}.", ""]
+            lines += unbounded + unstable_lines(summary, scope)
+            lines += [""] if lines[-1] else []
         variants = {v["name"]: v for v in summary["variants"]}
         for name, v in variants.items():
             mark = published(v, v["target"])
@@ -134,9 +161,59 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+HEATMAP_COLUMNS = 4
+"""At most this many panels side by side: the grid stays readable at 100 % zoom."""
+
+
+def heatmap(study_id: str, summary: dict[str, Any]) -> Any:
+    """The TPOT speedup of every configuration (draft x window), per test case and overall: a grid
+    of at most HEATMAP_COLUMNS panels, overall first, all on one colour scale (one colour bar), the
+    figure printed in every cell."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import Normalize
+
+    variants = {v["name"]: v for v in summary["variants"] if v["role"] == "sd"}
+    drafts = sorted({v["draft"] for v in variants.values()})
+    windows = sorted({v["numSpeculativeTokens"] for v in variants.values()})
+    scopes = ["overall", *summary["testCases"]]
+    grids = {}
+    for scope in scopes:
+        grid = [[float("nan")] * len(windows) for _ in drafts]
+        for name, v in variants.items():
+            value = (summary["table"][scope][name].get("speedup_tpot") or {}).get("value")
+            if value is not None:
+                grid[drafts.index(v["draft"])][windows.index(v["numSpeculativeTokens"])] = value
+        grids[scope] = grid
+    measured = [x for grid in grids.values() for row in grid for x in row if x == x]
+    norm = Normalize(vmin=min(measured, default=0.0), vmax=max(measured, default=1.0))
+    columns = min(HEATMAP_COLUMNS, len(scopes))
+    rows = -(-len(scopes) // columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(0.75 * len(windows) * columns + 2.5, (0.45 * len(drafts) + 1.1) * rows + 1),
+                                squeeze=False, layout="constrained")
+    image = None
+    for index, axis in enumerate(axes.flat):
+        if index >= len(scopes):
+            axis.axis("off")
+            continue
+        scope = scopes[index]
+        image = axis.imshow(grids[scope], cmap="viridis", norm=norm, aspect="auto")
+        for row, draft in enumerate(drafts):
+            for column, _ in enumerate(windows):
+                value = grids[scope][row][column]
+                axis.text(column, row, "n/a" if value != value else f"{value:.2f}", ha="center", va="center", fontsize=8,
+                          color="white" if value != value or norm(value) < 0.6 else "black")
+        axis.set_xticks(range(len(windows)), [str(w) for w in windows])
+        axis.set_yticks(range(len(drafts)), [d.rsplit("/", 1)[-1] for d in drafts] if index % columns == 0 else [])
+        axis.set_title(scope, fontsize=9, fontweight="bold" if scope == "overall" else "normal")
+        if index // columns == rows - 1 or index + columns >= len(scopes):
+            axis.set_xlabel("speculative window", fontsize=8)
+    figure.colorbar(image, ax=axes, shrink=0.8, label="TPOT speedup over the baseline")
+    figure.suptitle(f"{study_id}: TPOT speedup over the baseline (one colour scale)")
+    return figure
+
+
 def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
-    """Per study: a heatmap of TPOT speedup (draft x window) per test case and overall, and the
-    overall speedup over the window per draft with its interval."""
+    """Per study: the heatmap, and the overall speedup over the window per draft with its interval."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -144,29 +221,13 @@ def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
 
     written = []
     for study_id, summary in report.items():
-        variants = {v["name"]: v for v in summary["variants"] if v["role"] == "sd"}
-        drafts = sorted({v["draft"] for v in variants.values()})
-        windows = sorted({v["numSpeculativeTokens"] for v in variants.values()})
-        scopes = summary["testCases"] + ["overall"]
-        figure, axes = plt.subplots(1, len(scopes), figsize=(3.2 * len(scopes) + 1, 1.2 * len(drafts) + 2), squeeze=False)
-        for axis, scope in zip(axes[0], scopes):
-            grid = [[float("nan")] * len(windows) for _ in drafts]
-            for name, v in variants.items():
-                value = (summary["table"][scope][name].get("speedup_tpot") or {}).get("value")
-                if value is not None:
-                    grid[drafts.index(v["draft"])][windows.index(v["numSpeculativeTokens"])] = value
-            image = axis.imshow(grid, cmap="viridis", aspect="auto")
-            axis.set_xticks(range(len(windows)), [str(w) for w in windows])
-            axis.set_yticks(range(len(drafts)), [d.rsplit("/", 1)[-1] for d in drafts])
-            axis.set_title(scope, fontsize=9)
-            axis.set_xlabel("speculative window")
-            figure.colorbar(image, ax=axis, fraction=0.05)
-        figure.suptitle(f"{study_id}: TPOT speedup over the baseline")
-        figure.tight_layout()
+        figure = heatmap(study_id, summary)
         path = out_dir / f"{study_id}-heatmap.png"
         figure.savefig(path, dpi=110)
         plt.close(figure)
         written.append(path)
+        variants = {v["name"]: v for v in summary["variants"] if v["role"] == "sd"}
+        drafts = sorted({v["draft"] for v in variants.values()})
         figure, axis = plt.subplots(figsize=(6, 4))
         for draft in drafts:
             points = sorted((v["numSpeculativeTokens"], summary["table"]["overall"][n]["speedup_tpot"])
@@ -191,11 +252,17 @@ def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
     return written
 
 
+def csv_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"study": study_id, "testCase": scope, "configuration": name, **row}
+            for study_id, summary in report.items() for scope, rows in summary["table"].items() for name, row in rows.items()]
+
+
 def write_report(results_dir: Path) -> dict[str, Any]:
     report = study_figures.build(results_dir)
     text = markdown(report)
     (results_dir / "tuning.md").write_text(text)
     (results_dir / "tuning.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    write_csv(results_dir / "tuning.csv", csv_rows(report))
     charts(report, results_dir)
     print(text, end="")
     return report

@@ -52,3 +52,14 @@ def ec2_node_role(name: str, parent: pulumi.Resource, tags: dict[str, str] | Non
         aws.iam.RolePolicyAttachment(f"{name}-{policy_arn.rsplit('/', 1)[-1]}", role=role.name, policy_arn=policy_arn,
                                      opts=pulumi.ResourceOptions(parent=role))
     return role
+
+
+def key_policy(account_id: str, partition: str, statements: list[dict[str, Any]]) -> dict[str, Any]:
+    """A KMS key policy: the account's IAM policies decide who may use the key, as in the policy KMS
+    gives a key created without one (KMS developer guide, "Default key policy": the statement that
+    "Allows access to the AWS account and enables IAM policies"), plus `statements` for services."""
+    return policy_document([
+        {"Sid": "AccountIamPoliciesDecide", "Effect": "Allow", "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+         "Action": "kms:*", "Resource": "*"},
+        *statements,
+    ])

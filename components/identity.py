@@ -4,7 +4,8 @@ Two mechanisms, chosen once per cluster (`cluster.workloadIdentity`):
 - IRSA: the role trusts the cluster's OIDC provider for one service account (`:sub` and `:aud`
   pinned), and the service account carries the `eks.amazonaws.com/role-arn` annotation.
 - EKS Pod Identity: the role trusts `pods.eks.amazonaws.com` (sts:AssumeRole + sts:TagSession)
-  and an EKS PodIdentityAssociation binds it to one service account; nothing is annotated,
+  for the session tags of one cluster, namespace and service account, and an EKS
+  PodIdentityAssociation binds it to that service account; nothing is annotated,
   because an IRSA annotation would win over Pod Identity in the AWS SDKs' and the Mountpoint
   driver's credential order (docs/facts.md, "Mountpoint for Amazon S3 CSI driver", "Workload identity").
 
@@ -24,6 +25,14 @@ from .iam import policy_document, render_policy
 
 Mechanism = Literal["irsa", "pod-identity"]
 IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
+SKIP_CONTAINERS_ANNOTATION = "eks.amazonaws.com/skip-containers"
+"""A pod annotation, a comma-separated list of container names: the EKS pod identity webhook gives
+every other container (init containers included) the service account's AWS credentials, and these
+none. It applies in both modes: the webhook's IRSA (web identity) and Pod Identity (container
+credentials) branches take the same skip list (aws/amazon-eks-pod-identity-webhook README, "skip-containers";
+pkg/handler/handler.go getContainersToSkip and buildPodPatchConfig, at 3bf80a34). A skipped container
+gets neither the token file nor the variables, and the Pod Identity agent answers no request
+without that token."""
 POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
 STS_AUDIENCE = "sts.amazonaws.com"
 
@@ -48,11 +57,24 @@ class WorkloadIdentity:
     def trust_policy(self, namespace: str, service_account: str) -> pulumi.Output[str]:
         """The assume-role policy that lets exactly one service account use the role."""
         if self.mechanism == "pod-identity":
+            # Without a condition any Pod Identity association in the account could name the role.
+            # EKS Pod Identity adds session tags to its AssumeRole request (EKS user guide, "Grant
+            # Pods access to AWS resources based on tags", list of session tags: eks-cluster-name,
+            # kubernetes-namespace, kubernetes-service-account, ...), and the trust policy may
+            # require them as aws:RequestTag/<key> (EKS user guide, "Create IAM role with trust policy
+            # required by EKS Pod Identity", "Setting Conditions": its example pins the namespace and
+            # service account the same way). Only those documented keys are used: an undocumented
+            # one would lock every pod out. Associations keep session tags on (the default).
             return render_policy(policy_document([{
                 "Sid": "EksPodIdentityAssumes",
                 "Effect": "Allow",
                 "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
                 "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Condition": {"StringEquals": {
+                    "aws:RequestTag/eks-cluster-name": self.cluster_name,
+                    "aws:RequestTag/kubernetes-namespace": namespace,
+                    "aws:RequestTag/kubernetes-service-account": service_account,
+                }},
             }]))
         return pulumi.Output.all(self.oidc_provider_arn, self.oidc_issuer).apply(
             lambda values: json.dumps(policy_document([{

@@ -7,7 +7,11 @@ The hub's own API, as its client uses it (huggingface_hub 0.27.0):
   (hf_api.py model_info L2520-2535, RepoSibling built at L830-841);
 - `GET {endpoint}/{repo}/resolve/{revision}/{path}` serves a file (constants.py L68,
   HUGGINGFACE_CO_URL_TEMPLATE), redirecting large ones to a CDN.
-A gated repository needs `Authorization: Bearer <token>`.
+A gated repository needs `Authorization: Bearer <token>`, sent to the hub only: a redirect to
+another origin (the CDN that serves LFS files, through a URL that carries its own authorisation)
+is followed without it, as huggingface_hub does (it downloads through requests, whose
+Session.rebuild_auth drops Authorization when a redirect changes the host, the port or the scheme;
+urllib's own redirect handler would copy it onto the CDN request).
 
 Every downloaded file is checked against that metadata at the resolved commit: an LFS file's
 sha256, a small file's git blob id (sha1 of "blob <size>\\0" + content). A file that does not match
@@ -61,9 +65,27 @@ def wanted(files: tuple[RemoteFile, ...]) -> tuple[RemoteFile, ...]:
     return chosen
 
 
+def _origin(url: str) -> tuple[str, str | None, int | None]:
+    parsed = urllib.parse.urlsplit(url)
+    return parsed.scheme, parsed.hostname, parsed.port
+
+
+class TokenStaysHome(urllib.request.HTTPRedirectHandler):
+    """Follow redirects as urllib does, but never carry Authorization to another origin."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        follow = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if follow is not None and _origin(newurl) != _origin(req.full_url):
+            follow.remove_header("Authorization")
+        return follow
+
+
+open_url_keeping_the_token_home = urllib.request.build_opener(TokenStaysHome).open
+
+
 class Hub:
     def __init__(self, endpoint: str = DEFAULT_ENDPOINT, token: str | None = None,
-                 open_url: Callable[..., object] = urllib.request.urlopen, sleep: Callable[[float], None] = time.sleep):
+                 open_url: Callable[..., object] = open_url_keeping_the_token_home, sleep: Callable[[float], None] = time.sleep):
         self.endpoint, self.token, self.open_url, self.sleep = endpoint.rstrip("/"), token, open_url, sleep
 
     def _request(self, url: str) -> urllib.request.Request:

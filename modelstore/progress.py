@@ -1,5 +1,6 @@
 """Progress and throughput lines for long transfers: a log line every `every` seconds and one at the
-end, each with the bytes done, the share of the total and the rate reached so far."""
+end, each with the bytes done, the share of the total, the rate reached so far and, while some
+remains, the time left at that rate."""
 from __future__ import annotations
 
 import threading
@@ -36,7 +37,9 @@ class Progress:
     def line(self, now: float) -> str:
         seconds = max(now - self.started, 1e-9)
         share = f" of {human(self.total)} ({100 * self.done / self.total:.0f}%)" if self.total else ""
-        return f"{self.step}: {human(self.done)}{share} in {seconds:.0f} s, {human(self.done / seconds)}/s"
+        rate = self.done / seconds
+        left = f", ETA {(self.total - self.done) / rate:.0f} s" if rate and self.done < self.total else ""
+        return f"{self.step}: {human(self.done)}{share} in {seconds:.0f} s, {human(rate)}/s{left}"
 
     def finish(self) -> float:
         """Say the final line; return the rate reached, in bytes per second."""

@@ -9,13 +9,18 @@ until it has):
 - if serve.sh restored the artifacts (DIR/.restored), there is nothing to publish, except to
   finish copying a committed set whose writer stopped half way (below);
 - if the server compiled them (DIR/.complete without .restored) and nobody has committed the path,
-  it uploads them to its own staging prefix (staging/<artifact>/<writer>/, write-once, expired by
-  the bucket's lifecycle rule), writes that set's manifest, and commits with a conditional write
-  of <artifact>/commit.json naming its set: exactly one writer wins. The loser keeps serving what
-  it compiled and leaves the committed set alone;
+  it uploads them to its own staging prefix (staging/<artifact>/<writer>/) tagged uncommitted,
+  writes that set's manifest, tags the set committed, and commits with a conditional write of
+  <artifact>/commit.json naming its set: exactly one writer wins. The loser tags its set
+  uncommitted again, keeps serving what it compiled and leaves the committed set alone;
 - whoever finds a commit without <artifact>/complete.json copies the committed set, server-side,
-  to <artifact>/files/ and then writes complete.json. Every copier copies the same bytes from the
-  same set, so two copiers cannot disagree.
+  to <artifact>/files/, writes complete.json, and then tags the staging set uncommitted. Every
+  copier copies the same bytes from the same set, so two copiers cannot disagree.
+The bucket's lifecycle rule expires only staging objects tagged uncommitted (STAGING_STATE_TAG,
+components/platform/model_store.py), so a committed set's staging set stays until it is in place:
+a commit never names an expired set. A writer killed between tagging its set committed and
+tagging it back (a lost race, or after complete.json) leaves that set unexpired (a leak, never a
+dangling commit).
 It never deletes and never overwrites a committed set with something else. Then it idles (a native
 sidecar that exits is restarted). Layout and names: stackconfig/store.py.
 """
@@ -32,13 +37,38 @@ from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
-from .objects import copy_set, entries_of, exists, put_if_absent, put_json, read_json, upload_tree
+from .objects import (
+    Entry,
+    StoreConflict,
+    copy_set,
+    entries_of,
+    exists,
+    put_if_absent,
+    put_json,
+    put_json_once,
+    read_json,
+    tag_objects,
+    upload_tree,
+)
 from .progress import Progress
 
 COMMIT_FILE, COMPLETE_FILE, MANIFEST_FILE = "commit.json", "complete.json", "manifest.json"
 LOCAL_COMPLETE, LOCAL_RESTORED = ".complete", ".restored"
 """serve.sh's markers in the compile directory: a complete set is there; it came from the store."""
 STAGING_ROOT, FILES_DIR = "staging/", "files/"
+STAGING_STATE_TAG, UNCOMMITTED, COMMITTED = "sd-trn2-staging", "uncommitted", "committed"
+"""The tag on every object of a staging set: the bucket expires the uncommitted ones."""
+
+
+def state(value: str) -> dict[str, str]:
+    return {STAGING_STATE_TAG: value}
+
+
+def mark(client: Any, bucket: str, staging: str, entries: list[Entry], value: str) -> None:
+    """Tag every object of a staging set (its files and manifest)."""
+    tag_objects(client, bucket, [staging + FILES_DIR + e.path for e in entries] + [staging + MANIFEST_FILE], state(value))
+
+
 NOT_COMPLETE = "the compile directory is not complete yet"
 """The one pass that is not an outcome: serve.sh writes .complete only after its own /health poll
 answers (HEALTH_POLL_SECONDS), so the sidecar often sees a healthy server first and must look again."""
@@ -62,7 +92,8 @@ def finish(client: Any, bucket: str, artifact: str, commit: dict[str, Any]) -> N
     progress = Progress("copy committed set", sum(e.size for e in entries), say)
     copy_set(client, bucket, entries, commit["staging"] + FILES_DIR, f"{artifact}/{FILES_DIR}", progress)
     progress.finish()
-    put_json(client, bucket, f"{artifact}/{COMPLETE_FILE}", {**commit, "files": [e.to_json() for e in entries]})
+    put_json_once(client, bucket, f"{artifact}/{COMPLETE_FILE}", {**commit, "files": [e.to_json() for e in entries]})
+    mark(client, bucket, commit["staging"], entries, UNCOMMITTED)  # in place: its staging copy may expire
     say(f"s3://{bucket}/{artifact}/{FILES_DIR} holds the committed set {commit['set']}")
 
 
@@ -79,12 +110,14 @@ def publish_once(client: Any, bucket: str, artifact: str, compile_dir: Path, wri
         markers = frozenset({LOCAL_COMPLETE, LOCAL_RESTORED})
         size = sum(p.stat().st_size for p in compile_dir.rglob("*") if p.is_file() and p.name not in markers)
         progress = Progress("upload compiled set", size, say)
-        entries = upload_tree(client, bucket, staging + FILES_DIR, compile_dir, progress, skip=markers)
+        entries = upload_tree(client, bucket, staging + FILES_DIR, compile_dir, progress, skip=markers, tags=state(UNCOMMITTED))
         progress.finish()
         document = {"set": writer, "staging": staging, "artifact": artifact,
                     "committedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "files": [e.to_json() for e in entries]}
-        put_json(client, bucket, staging + MANIFEST_FILE, document)
+        put_json(client, bucket, staging + MANIFEST_FILE, document, tags=state(UNCOMMITTED))
+        mark(client, bucket, staging, entries, COMMITTED)  # before the commit can name it
         if not put_if_absent(client, bucket, f"{artifact}/{COMMIT_FILE}", json.dumps(document, indent=2).encode()):
+            mark(client, bucket, staging, entries, UNCOMMITTED)
             return "another writer committed first: serving this compile, leaving the committed set alone"
         commit = document
         say(f"committed set {writer} at s3://{bucket}/{artifact}/{COMMIT_FILE}")
@@ -106,7 +139,7 @@ def run(client: Any, args: argparse.Namespace, sleep: Callable[[float], None] = 
             continue
         try:
             outcome = publish_once(client, args.bucket, args.artifact, Path(args.compile_dir), args.writer)
-        except (ClientError, OSError) as error:
+        except (ClientError, OSError, StoreConflict) as error:
             say(f"failed ({error}); retrying in {args.poll_seconds} s")
             sleep(args.poll_seconds)
             continue

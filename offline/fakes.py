@@ -176,6 +176,10 @@ FAKES: tuple[Fake, ...] = (
     _ec2_id_fake("aws:ec2/eip:Eip", "eipalloc", "AllocateAddress", "AllocationId", "eipalloc-64d5890a"),
     _ec2_id_fake("aws:ec2/natGateway:NatGateway", "nat", "CreateNatGateway", "NatGateway.NatGatewayId", "nat-08d48af2a8e83edfd"),
     _ec2_id_fake("aws:ec2/routeTable:RouteTable", "rtb", "CreateRouteTable", "RouteTable.RouteTableId", "rtb-22574640"),
+    # botocore has no CreateVpcEndpoint example; the vpce- prefix is the one pulumi_aws's import
+    # example for aws:ec2/vpcEndpoint:VpcEndpoint spells (vpce-3ecf2a57).
+    Fake("aws:ec2/vpcEndpoint:VpcEndpoint", "id", r"^vpce-([0-9a-f]{8}|[0-9a-f]{17})$",
+         (Source("botocore-doc", "ec2:VpcEndpoint.VpcEndpointId", "The ID of the endpoint."),), _ec2_id("vpce")),
     # The system nodes' launch template: EC2 numbers its versions from 1.
     _ec2_id_fake(LAUNCH_TEMPLATE, "lt", "CreateLaunchTemplate", "LaunchTemplate.LaunchTemplateId", "lt-01238c059e3466abc"),
     Fake(LAUNCH_TEMPLATE, "latestVersion", r"^[1-9]\d*$",

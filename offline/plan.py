@@ -18,16 +18,35 @@ import pulumi
 import yaml
 
 from stackconfig import ConfigError, PlatformSpec, StackSpec
+from stackconfig.server import compiled_set_gib, node_cache_gib
+from stackconfig.store import unpinned
 from stackconfig.timeline import cold_path, describe, study_modes
 from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION, stack_addons
 
 from .engine import Recording
-from .stacks import PROJECT_DIR, load_stack, run_stack, stack_names
+from .stacks import PROJECT_DIR, load_stack, run_stack, stack_argument, stack_names
+
+
+class PlanFolderError(Exception):
+    """The stack's plan folder is not a folder of the plan (or preview) folder: nothing is removed
+    or written there."""
+
+
+def clear_plan(out_dir: Path, root: Path) -> None:
+    """Remove an earlier plan of this stack. Only a real folder directly inside `root`, the plan (or
+    preview) folder, is removed: never a link (rmtree would refuse, or empty where it points), never
+    a folder a name climbed to. The name was checked first (stack_argument); this holds whatever
+    path reaches here."""
+    if out_dir.is_symlink() or (out_dir.exists() and not out_dir.is_dir()):
+        raise PlanFolderError(f"{out_dir} is a link or a file, not a plan folder: remove it yourself")
+    if out_dir.parent != root or out_dir.resolve().parent != root.resolve():
+        raise PlanFolderError(f"{out_dir} is not a folder of the plan folder {root}: nothing removed")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
 
 
 def write_plan(recording: Recording, out_dir: Path) -> None:
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
+    """The plan into `out_dir`, which clear_plan has emptied."""
     manifests = out_dir / "manifests"
     manifests.mkdir(parents=True)
     entries = sorted((r.as_plan_entry() for r in recording.resources), key=lambda e: e["urn"])
@@ -85,12 +104,19 @@ def pairing_lines(spec: StackSpec) -> list[str]:
         lines.append(f"  variant {v.name:<16} {v.role:<9} {v.target}  devices {v.devices}  TP {v.tensor_parallel_size}  "
                      f"LNC {v.serving.logical_neuron_cores}{extra}")
         lines.append(f"    artifacts        {v.artifact_path}")
+        lines.append(f"    node cache       {node_cache_gib(v)} GiB: weights {sum(m.checkpoint_gib for m in v.prepared_models)} GiB"
+                     f" + compiled set {compiled_set_gib(v)} GiB + graphs and caches, a tenth to spare")
         if v.is_speculative and v.draft_max_model_len and v.draft_max_model_len < v.serving.max_model_len:
             lines.append(f"    note             draft compiled for {v.draft_max_model_len} tokens < maxModelLen "
                          f"{v.serving.max_model_len}: longer requests fail on this variant")
     lines += ["", "Prepared models (one Job each, on the preparation nodes):"]
     for model in spec.prepared_models:
         lines.append(f"  {model.job_name:<44} {model.model}@{model.revision} ({model.form}, ~{model.checkpoint_gib} GiB) -> {model.prefix}")
+        lines.append(f"  {'':<44} checkpoint {model.checkpoint_bytes:,} bytes ({model.info.checkpoint.source}); "
+                     f"local disk {model.disk_gib} GiB")
+    if unpinned(spec.prepared_models):
+        lines.append(f"  unpinned           {', '.join(unpinned(spec.prepared_models))}: prepared from main as it is when first "
+                     f"prepared; pin them with `make lock STACK={spec.stack}`")
     lines += ["", "Cold path (estimates; each step logs the rate it reaches):"]
     for step in cold_path(spec):
         lines.append(f"  {step.name:<10} {describe(step):<32} {step.assumes}")
@@ -115,6 +141,7 @@ def study_lines(spec: StackSpec) -> list[str]:
         money = (f", ~${cost[0]:,.0f} / ~${cost[1]:,.0f} in trn2 node time" if cost[0] is not None else "")
         lines.append(f"  {estimate.mode + chosen:<18} {estimate.nodes} trn2 node(s), ~{estimate.first_hours:,.1f} h first run "
                      f"(compiles, upper bound) / ~{estimate.repeat_hours:,.1f} h once compiled{money}")
+        lines.append(f"  {'':<18} {estimate.terms}")
     return lines
 
 
@@ -142,23 +169,21 @@ def summary(spec: StackSpec | PlatformSpec, recording: Recording, notes: list[st
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools plan", description=__doc__)
-    parser.add_argument("--stack", required=True, help=f"one of: {', '.join(stack_names())}")
+    parser.add_argument("--stack", required=True, type=stack_argument, help=f"one of: {', '.join(stack_names())}")
     parser.add_argument("--out", type=Path, help="default: build/plan, or build/preview with --preview")
     parser.add_argument("--preview", action="store_true",
                         help="run as `pulumi preview` does: values a provider computes at create time are unknown")
     args = parser.parse_args(argv)
-    if not args.stack:
-        print(f"set STACK=<name> (--stack); stacks: {', '.join(stack_names())}", file=sys.stderr)
-        return 2
-    out_dir = (args.out or PROJECT_DIR / "build" / ("preview" if args.preview else "plan")) / args.stack
+    root = args.out or PROJECT_DIR / "build" / ("preview" if args.preview else "plan")
+    out_dir = root / args.stack
     try:
+        # First: a plan that then fails leaves no earlier plan behind to be mistaken for it.
+        clear_plan(out_dir, root)
         stack_input = load_stack(args.stack)
         spec = stack_input.spec()
         recording = run_stack(stack_input, preview=args.preview)
-    except (FileNotFoundError, ConfigError, pulumi.RunError) as error:
+    except (PlanFolderError, FileNotFoundError, ConfigError, pulumi.RunError) as error:
         # RunError: what the program refuses at deploy time (no zone offers the instance type).
-        # A failed plan leaves no earlier plan behind to be mistaken for this one.
-        shutil.rmtree(out_dir, ignore_errors=True)
         print(error, file=sys.stderr)
         return 2
     write_plan(recording, out_dir)

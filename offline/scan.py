@@ -1,20 +1,26 @@
-"""`make scan`: checkov over every Kubernetes object every stack writes, against a checked-in allowlist.
+"""`make scan`: checkov over every Kubernetes object and every AWS resource every stack creates,
+against a checked-in allowlist.
 
     python -m tools scan --checkov .venv-scan/bin/checkov [--stack S ...]
 
-1. Renders each stack's Kubernetes objects offline (the same recording `make plan` uses), one YAML
-   file per object, under build/scan/<stack>/.
-2. Runs checkov on them (`--framework kubernetes --skip-download`: no network, no platform), and on
-   a canary (security/scan-canary.yaml): a pod with none of the hardening, which must fail the checks
-   this program relies on. A checkov that finds nothing in the canary is not scanning, and the scan
-   fails rather than report a clean result.
+1. Renders each stack offline (the same recording `make plan` uses): its Kubernetes objects, one
+   YAML file per object, under build/scan/stacks/kubernetes/<stack>/; its AWS resources as a
+   Terraform plan (offline/terraform_plan.py) in build/scan/stacks/aws/<stack>.json. An AWS type the conversion does
+   not know fails the scan, named: it would otherwise go unscanned.
+2. Runs checkov over both (`--framework kubernetes terraform_plan --skip-download`: no network, no
+   platform), and, in a run of their own, over two canaries (security/scan-canary.yaml, a pod with
+   none of the hardening; security/scan-canary-aws.json, a plan with an unencrypted log group),
+   which must fail the checks this program relies on. A checkov that finds nothing in a canary is
+   not scanning, and the scan fails rather than report a clean result. (Apart, because checkov's
+   graph lets a stack's default-deny NetworkPolicy cover the canary's namespace too.)
 3. Compares the failures with security/checkov-allowlist.yaml (check, resource pattern, reason,
    source). A failure the allowlist does not name fails the scan; so does an entry that matches no
    failure in a scan of every stack (the list says only what is true). Some checks may never be
-   allowlisted for some workloads (NEVER_ALLOWED): such an entry is refused as bad input.
+   allowlisted for some resources (NEVER_ALLOWED): such an entry is refused as bad input.
 
 Helm releases (Karpenter, the Neuron DRA driver) are not scanned: their charts are not rendered
-offline. Exit codes: 0 clean, 1 a failure, a stale entry or a silent canary, 2 bad input.
+offline. Exit codes: 0 clean, 1 a failure, a stale entry, an unconverted type or a silent canary,
+2 bad input.
 """
 from __future__ import annotations
 
@@ -33,9 +39,9 @@ from stackconfig.source import PROJECT_DIR
 
 SECURITY = PROJECT_DIR / "security"
 ALLOWLIST = SECURITY / "checkov-allowlist.yaml"
-CANARY = SECURITY / "scan-canary.yaml"
+CANARIES = (SECURITY / "scan-canary.yaml", SECURITY / "scan-canary-aws.json")
 OUT = PROJECT_DIR / "build" / "scan"
-CHECKOV_ARGS = ["--framework", "kubernetes", "--skip-download", "--output", "json", "--quiet"]
+CHECKOV_ARGS = ["--framework", "kubernetes", "terraform_plan", "--skip-download", "--output", "json", "--quiet"]
 
 # Checks no reason can excuse, per workload (issue 21): the benchmark meets "restricted"; the servers
 # and preparation Jobs never run privileged, never keep capabilities, never take an unused token; and
@@ -48,8 +54,15 @@ NEVER_ALLOWED: dict[str, frozenset[str]] = {
     "Deployment.*.vllm-*": frozenset({"CKV_K8S_20", "CKV_K8S_28", "CKV_K8S_31", "CKV_K8S_38"}),
     "Job.*.prepare-*": frozenset({"CKV_K8S_20", "CKV_K8S_28", "CKV_K8S_31", "CKV_K8S_38"}),
     "*": frozenset({"CKV2_K8S_6"}),
+    # The AWS side (issue 28): every log group the program owns is encrypted with its key, the model
+    # bucket logs its requests, every VPC's default security group is closed, and every KMS key has
+    # a policy.
+    "aws_cloudwatch_log_group.*": frozenset({"CKV_AWS_158"}),
+    "aws_s3_bucket.model-store": frozenset({"CKV_AWS_18"}),
+    "aws_vpc.*": frozenset({"CKV2_AWS_12"}),
+    "aws_kms_key.*": frozenset({"CKV2_AWS_64"}),
 }
-CANARY_MUST_FAIL = frozenset({"CKV_K8S_20", "CKV_K8S_28", "CKV_K8S_31", "CKV_K8S_38", "CKV2_K8S_6"})
+CANARY_MUST_FAIL = frozenset({"CKV_K8S_20", "CKV_K8S_28", "CKV_K8S_31", "CKV_K8S_38", "CKV2_K8S_6", "CKV_AWS_158"})
 
 
 class ScanInputError(Exception):
@@ -100,21 +113,40 @@ def load_allowlist(path: Path = ALLOWLIST) -> list[Allowed]:
     return allowed
 
 
-def render(stacks: list[str], out: Path) -> int:
-    """Each stack's Kubernetes objects, one YAML file each. Returns how many were written."""
+@dataclass(frozen=True)
+class Rendered:
+    objects: int
+    """Kubernetes objects written."""
+    aws_resources: int
+    """AWS resources written into the stacks' Terraform plans."""
+    unconverted: dict[str, list[str]]
+    """Per stack, the AWS types it creates that have no Terraform counterpart (offline/terraform_plan.py)."""
+
+
+def render(stacks: list[str], out: Path) -> Rendered:
+    """Each stack's Kubernetes objects, one YAML file each, and its AWS resources as a Terraform plan."""
     from .stacks import load_stack, run_stack
+    from .terraform_plan import to_terraform_plan
 
     if out.exists():
         shutil.rmtree(out)
-    written = 0
+    (out / "aws").mkdir(parents=True)
+    objects = aws_resources = 0
+    unconverted = {}
     for stack in stacks:
-        folder = out / stack
+        recording = run_stack(load_stack(stack))
+        folder = out / "kubernetes" / stack
         folder.mkdir(parents=True)
-        for index, resource in enumerate(run_stack(load_stack(stack)).kubernetes_objects()):
+        for index, resource in enumerate(recording.kubernetes_objects()):
             kind = resource.inputs["kind"]
             (folder / f"{index:03d}-{kind}-{resource.name}.yaml").write_text(yaml.safe_dump(resource.inputs, sort_keys=False))
-            written += 1
-    return written
+            objects += 1
+        converted = to_terraform_plan(recording)
+        (out / "aws" / f"{stack}.json").write_text(json.dumps(converted.plan, indent=1, sort_keys=True) + "\n")
+        aws_resources += len(converted.plan["planned_values"]["root_module"]["resources"])
+        if converted.unconverted:
+            unconverted[stack] = converted.unconverted
+    return Rendered(objects, aws_resources, unconverted)
 
 
 def parse_findings(report: str) -> list[Finding]:
@@ -148,11 +180,12 @@ def silent_canary_checks(findings: list[Finding]) -> set[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from stackconfig.source import stack_names
+    from stackconfig.source import stack_argument, stack_names
 
     parser = argparse.ArgumentParser(prog="python -m tools scan", description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkov", required=True, help="the checkov executable (make scan installs it in .venv-scan)")
-    parser.add_argument("--stack", action="append", help="scan only this stack (repeatable); default every stack")
+    parser.add_argument("--stack", action="append", type=stack_argument,
+                        help="scan only this stack (repeatable); default every stack")
     args = parser.parse_args(argv)
     known = stack_names()
     unknown = [s for s in args.stack or [] if s not in known]
@@ -165,10 +198,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scan: {error}", file=sys.stderr)
         return 2
     stacks = args.stack or known
-    count = render(stacks, OUT / "stacks")
+    rendered = render(stacks, OUT / "stacks")
     canary_dir = OUT / "canary"
     canary_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(CANARY, canary_dir / CANARY.name)
+    for canary in CANARIES:
+        shutil.copy(canary, canary_dir / canary.name)
     try:
         silent = silent_canary_checks(run_checkov(args.checkov, canary_dir))
         findings = run_checkov(args.checkov, OUT / "stacks")
@@ -176,17 +210,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scan: {error}", file=sys.stderr)
         return 1
     if silent:
-        print(f"scan: checkov did not report {', '.join(sorted(silent))} on the canary: it is not scanning", file=sys.stderr)
+        print(f"scan: checkov did not report {', '.join(sorted(silent))} on the canaries: it is not scanning", file=sys.stderr)
         return 1
     unlisted, stale = compare(findings, allowlist)
     stale = stale if not args.stack else []  # a partial scan cannot tell a stale entry
-    print(f"scan: {count} objects of {len(stacks)} stacks; {len(findings)} failed checks, "
-          f"{len(findings) - len(unlisted)} allowlisted ({ALLOWLIST.relative_to(PROJECT_DIR)})")
-    for finding in sorted(unlisted, key=lambda f: (f.check, f.resource)):
-        print(f"  NOT ALLOWED  {finding.check}  {finding.resource}  ({finding.file})")
+    print(f"scan: {rendered.objects} Kubernetes objects and {rendered.aws_resources} AWS resources of {len(stacks)} stacks; "
+          f"{len(findings)} failed checks, {len(findings) - len(unlisted)} allowlisted ({ALLOWLIST.relative_to(PROJECT_DIR)})")
+    for stack, types in rendered.unconverted.items():
+        print(f"  NOT SCANNED  {stack}: no Terraform type for {', '.join(types)} (offline/terraform_plan.py TERRAFORM_TYPES)")
+    files: dict[tuple[str, str], list[str]] = {}
+    for finding in unlisted:
+        files.setdefault((finding.check, finding.resource), []).append(finding.file)
+    for (check, resource), where in sorted(files.items()):
+        more = f" and {len(where) - 1} more" if len(where) > 1 else ""
+        print(f"  NOT ALLOWED  {check}  {resource}  ({sorted(where)[0]}{more})")
     for entry in stale:
-        print(f"  STALE        {entry.check}  {entry.resource}: no object fails it any more; remove the entry")
-    return 1 if unlisted or stale else 0
+        print(f"  STALE        {entry.check}  {entry.resource}: no resource fails it any more; remove the entry")
+    return 1 if unlisted or stale or rendered.unconverted else 0
 
 
 if __name__ == "__main__":

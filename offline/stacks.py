@@ -5,11 +5,11 @@ import functools
 import runpy
 
 from stackconfig import StackSpec
-from stackconfig.source import PROJECT, PROJECT_DIR, StackInput, load_stack, stack_names
+from stackconfig.source import PROJECT, PROJECT_DIR, StackInput, load_stack, stack_argument, stack_names
 
 from .engine import Recording, StackOutputs, run_program
 
-__all__ = ["load_stack", "run_stack", "stack_names"]
+__all__ = ["load_stack", "run_stack", "stack_argument", "stack_names"]
 
 
 def run_stack(stack_input: StackInput, preview: bool = False) -> Recording:

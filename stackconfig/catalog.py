@@ -18,6 +18,84 @@ KIND_NAMES = {"model": "a full model", "eagle-head": "an EAGLE head", "eagle3-he
               "dflash-head": "a DFlash head"}
 
 
+BF16_BYTES, FP8_BYTES, F32_BYTES = 2, 1, 4
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """The config.json fields a Llama-style decoder's (Llama 3.x, Qwen3) tensors follow from:
+    per layer q/k/v/o projections, a gated MLP (gate, up, down) and two RMSNorms (Qwen3 adds a
+    q and a k norm of head_dim), then the embedding, the final norm and the LM head."""
+
+    hidden_size: int
+    layers: int
+    intermediate_size: int
+    attention_heads: int
+    kv_heads: int
+    vocab_size: int
+    head_dim: int = 0
+    """0: hidden_size / attention_heads (Llama); Qwen3 sets it."""
+    stores_lm_head: bool = True
+    """False when the embedding is tied and the checkpoint holds it once (Llama 3.2 1B); Qwen3's
+    small models tie it but store lm_head.weight as well (Qwen3-0.6B: 751,632,384 BF16 parameters
+    on the hub against 596,049,920 in the model)."""
+    qk_norm: bool = False
+
+    @property
+    def head_size(self) -> int:
+        return self.head_dim or self.hidden_size // self.attention_heads
+
+    @property
+    def kv_parameters(self) -> int:
+        """One layer's k and v projections."""
+        return 2 * self.hidden_size * self.kv_heads * self.head_size
+
+    @property
+    def attention_parameters(self) -> int:
+        return 2 * self.hidden_size * self.attention_heads * self.head_size + self.kv_parameters
+
+    @property
+    def mlp_parameters(self) -> int:
+        return 3 * self.hidden_size * self.intermediate_size
+
+    @property
+    def norm_parameters(self) -> int:
+        return 2 * self.hidden_size + (2 * self.head_size if self.qk_norm else 0)
+
+    @property
+    def parameters(self) -> int:
+        """As the checkpoint stores them (a tied head stored once counts once)."""
+        per_layer = self.attention_parameters + self.mlp_parameters + self.norm_parameters
+        embeddings = self.vocab_size * self.hidden_size * (2 if self.stores_lm_head else 1)
+        return self.layers * per_layer + embeddings + self.hidden_size
+
+    def checkpoint_bytes(self, fp8_mlp_layers: int = 0) -> int:
+        """BF16 throughout, but `fp8_mlp_layers` MLPs in Meta's FP8 layout (fbgemm: F8_E4M3 weights,
+        one F32 scale per output row; modelstore/fp8.py reads exactly these)."""
+        fp8_weights = fp8_mlp_layers * self.mlp_parameters
+        fp8_scales = fp8_mlp_layers * (2 * self.intermediate_size + self.hidden_size)
+        return (self.parameters - fp8_weights) * BF16_BYTES + fp8_weights * FP8_BYTES + fp8_scales * F32_BYTES
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A model's safetensors as the hub serves them at the revision the project prepares."""
+
+    bytes: int
+    """The tensors' bytes: the `metadata.total_size` of the repository's model.safetensors.index.json
+    (a single-file checkpoint: its tensors' bytes). What the preparation downloads and uploads and
+    a server copies; the files' JSON headers and the tokenizer add a few MiB."""
+    source: str
+    """Where the figure comes from: read from a source, or "computed" from the model's config.json
+    and the dtypes its checkpoint keeps (Architecture.checkpoint_bytes)."""
+
+
+def computed(architecture: Architecture, config: str, fp8_mlp_layers: int = 0, agrees_with: str = "") -> Checkpoint:
+    """A checkpoint size computed from the model's config, labelled so, with any published figure it matches."""
+    source = f"computed from {config}" + (f"; equals {agrees_with}" if agrees_with else "")
+    return Checkpoint(architecture.checkpoint_bytes(fp8_mlp_layers), source)
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     """What validation needs to know about a Hugging Face model."""
@@ -41,6 +119,11 @@ class ModelInfo:
     bf16_modules: tuple[str, ...] = ()
     """An FP8 checkpoint's modules kept in BF16, which NxD Inference must not convert (its
     modules_to_not_convert; stackconfig/semantics.py)."""
+    checkpoint: Checkpoint | None = None
+    """The checkpoint's size: every disk, transfer-time and cost figure of the model derives from it.
+    None only for a model declared without one, which validation refuses (models.<id>.checkpointBytes)."""
+    architecture: Architecture | None = None
+    """Where known: the sharded checkpoint's replicated KV heads follow from it (stackconfig/server.py)."""
 
 
 def all_modules(layers: int) -> tuple[str, ...]:
@@ -60,29 +143,64 @@ def meta_fp8_bf16_modules(layers: int) -> tuple[str, ...]:
     return ("lm_head", "layers.0.mlp", f"layers.{layers - 1}.mlp", *(f"layers.{i}.self_attn" for i in range(layers)))
 
 
+# config.json of each repository (hidden_size, num_hidden_layers, intermediate_size,
+# num_attention_heads, num_key_value_heads, vocab_size, head_dim, tie_word_embeddings), as the
+# model cards state them; the 405B tutorial's module lists confirm 126 and 16 layers.
+LLAMA_3_1_405B = Architecture(16384, 126, 53248, 128, 8, 128256)
+LLAMA_3_1_8B = Architecture(4096, 32, 14336, 32, 8, 128256)
+LLAMA_3_2_1B = Architecture(2048, 16, 8192, 32, 8, 128256, head_dim=64, stores_lm_head=False)
+QWEN3_32B = Architecture(5120, 64, 25600, 64, 8, 151936, head_dim=128, qk_norm=True)
+QWEN3_1_7B = Architecture(2048, 28, 6144, 16, 8, 151936, head_dim=128, qk_norm=True)
+QWEN3_0_6B = Architecture(1024, 28, 3072, 16, 8, 151936, head_dim=128, qk_norm=True)
+META_FP8_405B_BF16_MODULES = meta_fp8_bf16_modules(LLAMA_3_1_405B.layers)
+
+
 MODELS: dict[str, ModelInfo] = {
-    "Qwen/Qwen3-32B": ModelInfo("qwen3", gated=False, params_billion=32.8),
-    "Qwen/Qwen3-1.7B": ModelInfo("qwen3", gated=False, params_billion=1.7),
-    "Qwen/Qwen3-0.6B": ModelInfo("qwen3", gated=False, params_billion=0.6),
-    # Llama 3.1 and 3.2 share the 128k-token Llama 3 tokenizer. Layers: each model's config.json
-    # (num_hidden_layers); the 405B tutorial's module lists confirm 126 and 16.
-    "meta-llama/Llama-3.1-405B-Instruct": ModelInfo("llama3", gated=True, params_billion=405),
+    "Qwen/Qwen3-32B": ModelInfo("qwen3", gated=False, params_billion=32.8, architecture=QWEN3_32B, checkpoint=computed(
+        QWEN3_32B, "Qwen/Qwen3-32B config.json, BF16", agrees_with="the index's total_size 65,524,246,528 as public notes quote it")),
+    "Qwen/Qwen3-1.7B": ModelInfo("qwen3", gated=False, params_billion=1.7, architecture=QWEN3_1_7B,
+                                 checkpoint=computed(QWEN3_1_7B, "Qwen/Qwen3-1.7B config.json, BF16, lm_head stored",
+                                                     agrees_with="the index's total_size 4,063,479,808 at revision 70d244c")),
+    "Qwen/Qwen3-0.6B": ModelInfo("qwen3", gated=False, params_billion=0.6, architecture=QWEN3_0_6B, checkpoint=computed(
+        QWEN3_0_6B, "Qwen/Qwen3-0.6B config.json, BF16, lm_head stored",
+        agrees_with="the hub API's 751,632,384 BF16 parameters (model.safetensors 1,503,300,328 B with its header)")),
+    # Llama 3.1 and 3.2 share the 128k-token Llama 3 tokenizer.
+    "meta-llama/Llama-3.1-405B-Instruct": ModelInfo("llama3", gated=True, params_billion=405, architecture=LLAMA_3_1_405B,
+                                                    checkpoint=computed(LLAMA_3_1_405B, "its config.json, BF16")),
+    # Meta's FP8 checkpoint quantizes the MLPs of layers 1-124 only; attention, embeddings, the head and
+    # the first and last MLP stay BF16 (its 129 modules_to_not_convert): ~454 GiB, not 1 byte per parameter.
     "meta-llama/Llama-3.1-405B-Instruct-FP8": ModelInfo(
-        "llama3", gated=True, params_billion=405, checkpoint_dtype="fp8", layers=126, bf16_modules=meta_fp8_bf16_modules(126)
-    ),
-    "meta-llama/Llama-3.2-1B-Instruct": ModelInfo("llama3", gated=True, params_billion=1.2, layers=16),
-    "meta-llama/Llama-3.1-8B": ModelInfo("llama3", gated=True, params_billion=8.0, layers=32),
-    "meta-llama/Llama-3.2-1B": ModelInfo("llama3", gated=True, params_billion=1.2, layers=16),
-    "meta-llama/Llama-3.1-8B-Instruct": ModelInfo("llama3", gated=True, params_billion=8.0, layers=32),
+        "llama3", gated=True, params_billion=405, checkpoint_dtype="fp8", layers=LLAMA_3_1_405B.layers,
+        bf16_modules=META_FP8_405B_BF16_MODULES, architecture=LLAMA_3_1_405B,
+        checkpoint=computed(LLAMA_3_1_405B, "the 405B config.json and the FP8 checkpoint's dtypes (fbgemm FP8 MLPs in "
+                            "layers 1-124, all else BF16)", fp8_mlp_layers=LLAMA_3_1_405B.layers - 2)),
+    "meta-llama/Llama-3.2-1B-Instruct": ModelInfo("llama3", gated=True, params_billion=1.2, layers=16, architecture=LLAMA_3_2_1B,
+                                                  checkpoint=computed(LLAMA_3_2_1B, "its config.json, BF16, tied embedding stored once")),
+    "meta-llama/Llama-3.1-8B": ModelInfo("llama3", gated=True, params_billion=8.0, layers=32, architecture=LLAMA_3_1_8B, checkpoint=computed(
+        LLAMA_3_1_8B, "its config.json, BF16", agrees_with="the Llama 3 8B index's total_size 16,060,522,496 the hub docs show")),
+    "meta-llama/Llama-3.2-1B": ModelInfo("llama3", gated=True, params_billion=1.2, layers=16, architecture=LLAMA_3_2_1B,
+                                         checkpoint=computed(LLAMA_3_2_1B, "its config.json, BF16, tied embedding stored once")),
+    "meta-llama/Llama-3.1-8B-Instruct": ModelInfo("llama3", gated=True, params_billion=8.0, layers=32, architecture=LLAMA_3_1_8B,
+                                                  checkpoint=computed(LLAMA_3_1_8B, "its config.json, BF16")),
     # EAGLE3 heads trained by Red Hat for these verifiers (vllm-project/speculators README,
     # "Supported Models", commit c05b95b). Their size and gating are not published where this
     # project could read them: params are estimates (one decoder layer, the fusion layer and a
-    # reduced-vocabulary LM head at the verifier's width), used only for the startup budget and
-    # the "assumed" draft/target cost ratio; gated=False, the target's token is sent anyway.
+    # reduced-vocabulary LM head at the verifier's width), used only for the startup budget, the
+    # "assumed" draft/target cost ratio and their (small) share of disk; gated=False, the target's
+    # token is sent anyway.
+    # The Qwen3 head's tensor list was read (public notes at its revision dc84fe7): 3,121,273,216 B,
+    # its own embed_tokens (151936 x 5120) included, in a 3,121,274,856 B model.safetensors. The
+    # Llama head's was not: its size is estimated with the same layout (embed_tokens 128256 x 4096,
+    # one decoder layer, the fusion layer, the reduced-vocabulary head), which is what disk needs;
+    # params_billion stays the compute estimate (the embedding is a lookup).
     "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3": ModelInfo(
-        "llama3", gated=False, params_billion=0.4, kind="eagle3-head", draft_for=("meta-llama/Llama-3.1-8B-Instruct",)),
+        "llama3", gated=False, params_billion=0.4, kind="eagle3-head", draft_for=("meta-llama/Llama-3.1-8B-Instruct",),
+        checkpoint=Checkpoint(1_900_436_736, "estimated: the Qwen3-32B head's layout at Llama-3.1-8B's width and "
+                              "vocabulary (embed_tokens included), in BF16")),
     "RedHatAI/Qwen3-32B-speculator.eagle3": ModelInfo(
-        "qwen3", gated=False, params_billion=0.8, kind="eagle3-head", draft_for=("Qwen/Qwen3-32B",)),
+        "qwen3", gated=False, params_billion=1.56, kind="eagle3-head", draft_for=("Qwen/Qwen3-32B",),
+        checkpoint=Checkpoint(3_121_273_216, "read: the tensor list of RedHatAI/Qwen3-32B-speculator.eagle3 at dc84fe7 "
+                              "(model.safetensors 3,121,274,856 B with its header)")),
 }
 
 
@@ -139,8 +257,7 @@ class InstanceShape:
         10 % of capacity rounded up (L557). emptyDir volumes live there (Karpenter docs,
         concepts/nodeclasses.md "spec.instanceStorePolicy": the RAID0 array is the filesystem of
         the kubelet and containerd)."""
-        capacity = self.instance_store_gb * 10 ** 9
-        return math.floor((capacity - 2 ** 30 - math.ceil(capacity / 10)) / 2 ** 30)
+        return karpenter_allocatable_ephemeral_gib(self.instance_store_gb)
 
     @property
     def allocatable_cpu_millicores(self) -> int:
@@ -149,6 +266,12 @@ class InstanceShape:
         steps = ((1, 60), (1, 10), (2, 5), (self.vcpus - 4, 2.5))
         reserved = sum(cores * per_core for cores, per_core in steps)
         return self.vcpus * 1000 - math.ceil(reserved)
+
+
+def karpenter_allocatable_ephemeral_gib(instance_store_gb: float) -> int:
+    """InstanceShape.allocatable_ephemeral_gib's arithmetic for an instance store of this many GB."""
+    capacity = instance_store_gb * 10 ** 9
+    return math.floor((capacity - 2 ** 30 - math.ceil(capacity / 10)) / 2 ** 30)
 
 
 KARPENTER_VM_MEMORY_OVERHEAD = 0.075
@@ -182,9 +305,10 @@ LOGICAL_NEURON_CORE_SIZES = (1, 2)
 SPECULATIVE_TOKENS_RANGE = (1, 15)
 MIN_KUBERNETES_VERSION = (1, 34)
 NEWEST_EKS_VERSION = (1, 37)
-"""The newest Kubernetes minor EKS offers as far as this program knows (awslabs/amazon-eks-ami
-release v20261023 adds 1.37 AMIs; Karpenter 1.15's compatibility table lists 1.37). A higher value
-is a typo; 1.36 and 1.37 are refused until their add-on builds are pinned."""
+"""The newest Kubernetes minor EKS offers as far as this program knows (awslabs/amazon-eks-ami's
+release notes of 2026-10-23 add 1.37 AMIs; Karpenter 1.15's compatibility table lists 1.37). A
+higher value is a typo; 1.36 and 1.37 are refused until their add-on builds are pinned. The AMI
+release the program pins is stackconfig/versions.py AMI_RELEASE."""
 
 WORKLOAD_IDENTITIES = ("irsa", "pod-identity")
 SUPPORT_TYPES = ("STANDARD", "EXTENDED")

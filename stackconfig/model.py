@@ -73,7 +73,8 @@ class CapacitySettings:
     reservation_ids: tuple[str, ...]
     """ODCR or Capacity Block ids (cr-...) the NodePool may launch into."""
     ami_alias: str
-    """EC2NodeClass AMI alias pinned to a release, e.g. al2023@v20260828 (never @latest)."""
+    """EC2NodeClass AMI alias pinned to a release (never @latest): by default the program's
+    (stackconfig/versions.py AMI_RELEASE.alias)."""
     root_volume_gib: int
     replacement_headroom_nodes: int = 0
     """Nodes the static NodePool may launch above its replicas (limits.nodes - replicas), only ever
@@ -110,6 +111,13 @@ class ServingSettings:
     seccomp_runtime_default: bool = True
     """serving.seccompProfile: RuntimeDefault (True), or "unset" to run the servers under the node's
     default, as the source documents did, should the Neuron runtime need a call RuntimeDefault denies."""
+    run_as: tuple[int, int] | None = None
+    """serving.runAs (user, group): the servers run as that user and group, their volumes owned by the
+    group (fsGroup); None runs them as root, as the images do. Opt-in and unverified on Neuron: the
+    DRA driver's device files' owners are not documented (components/pairing/vllm_variant.py)."""
+    add_capabilities: tuple[str, ...] = ()
+    """serving.addCapabilities: capabilities given back to the vLLM container after dropping all,
+    should a Neuron release need one (stackconfig/server.py LINUX_CAPABILITIES)."""
 
     @property
     def tensor_parallel_size(self) -> int:
@@ -264,6 +272,13 @@ class Variant:
             "maxNumBatchedTokens": self.max_num_batched_tokens if self.engine == "vllm-neuron" else None,
             "neuronConfig": self.neuron_config,
             "speculativeConfig": self.speculative_config,
+            # The stack's own variables (serving.environment), all of them: what a compile reads
+            # cannot be listed, since the compiler (NEURON_CC_FLAGS, which frameworks forward to
+            # neuronx-cc: Neuron docs, "What is the Neuron Graph Compiler", "PyTorch NeuronX
+            # Environment Variables"), torch-neuronx, NxD Inference and vLLM each read their own; a
+            # variable that changes nothing compiled costs one compile. Absent when empty, so
+            # stacks without any keep their paths.
+            **({"environment": self.serving.environment} if self.serving.environment else {}),
         }
 
     @property

@@ -46,6 +46,7 @@ from .catalog import (
     TAG_VALUE_MAX,
     TEST_CASE_PROMPTS_MAX_BYTES,
     WORKLOAD_IDENTITIES,
+    Checkpoint,
     ModelInfo,
     known_regions,
 )
@@ -73,8 +74,9 @@ from .model import (
     Variant,
 )
 from .naming import name_problems, slug, stack_slug
+from .sampling import SAMPLING_PARAMS
 from .semantics import engine_failures
-from .server import RESERVED_ENVIRONMENT, node_cache_gib
+from .server import LINUX_CAPABILITIES, NEVER_ADDED, RESERVED_ENVIRONMENT, node_cache_gib
 from .store import UNPINNED_REVISION, is_commit
 from .versions import AMI_ALIASES, BENCHMARK_IMAGE, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS, LLMPERF_COMMIT
 
@@ -349,7 +351,8 @@ def _study_drafts(raw: Mapping[str, Any]) -> list[Any]:
     return [d.get("model") if isinstance(d, dict) else d for d in drafts] if isinstance(drafts, list) else []
 
 
-MODEL_KEYS = {"tokenizerFamily", "gated", "paramsBillion", "kind", "draftFor", "checkpointDtype", "layers", "bf16Modules"}
+MODEL_KEYS = {"tokenizerFamily", "gated", "paramsBillion", "kind", "draftFor", "checkpointDtype", "layers", "bf16Modules",
+              "checkpointBytes"}
 _MODEL_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 
 
@@ -382,6 +385,7 @@ def _declared_models(top: _Section) -> dict[str, ModelInfo]:
             draft_for=tuple(d for d in draft_for or [] if isinstance(d, str)),
             layers=s.integer("layers", 0, low=1, high=1000) or 0,
             bf16_modules=_module_names(s),
+            checkpoint=_declared_checkpoint(s),
         )
     known = {**MODELS, **models}
     for model_id, info in models.items():
@@ -389,6 +393,13 @@ def _declared_models(top: _Section) -> dict[str, ModelInfo]:
             if target not in known:
                 top.problem(f"models.{model_id}.draftFor", f"{target!r} is not a known model")
     return known
+
+
+def _declared_checkpoint(s: _Section) -> Checkpoint | None:
+    """A declared model's size, which every disk and time figure derives from: required, never guessed."""
+    size = s._get("checkpointBytes", _MISSING, int, "the checkpoint's bytes: metadata.total_size in its "
+                  "model.safetensors.index.json at the revision you prepare", lambda v: None if v > 0 else f"{v} is not positive")
+    return Checkpoint(size, f"declared in the stack (models.{s.path.split('.', 1)[1]}.checkpointBytes)") if size else None
 
 
 def _model_revisions(top: _Section, raw: dict) -> dict[str, str]:
@@ -635,7 +646,11 @@ def _pinned_image(value: str) -> str | None:
 
 
 SERVING_KEYS = {"engine", "image", "target", "devicesPerVariant", "logicalNeuronCores", "tensorParallelSize", "maxNumSeqs",
-                "maxModelLen", "maxNumBatchedTokens", "nodeCachePath", "neuronConfig", "environment", "seccompProfile"}
+                "maxModelLen", "maxNumBatchedTokens", "nodeCachePath", "neuronConfig", "environment", "seccompProfile",
+                "runAs", "addCapabilities"}
+RUN_AS_KEYS = {"user", "group"}
+_KUBERNETES_ID_MAX = 2 ** 31 - 1
+"""Kubernetes' bound on runAsUser, runAsGroup and fsGroup (API validation: 0 to 2147483647)."""
 _ENVIRONMENT_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 
 
@@ -662,6 +677,8 @@ def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str,
         environment=_environment(s),
         max_num_batched_tokens=batched,
         seccomp_runtime_default=s.string("seccompProfile", "RuntimeDefault", choices=("RuntimeDefault", "unset")) != "unset",
+        run_as=_run_as(s),
+        add_capabilities=_added_capabilities(s),
     )
     if "nodeCachePath" in s.raw:
         s.problem("nodeCachePath", "is no longer used: each server's cache is an emptyDir on the node's instance store, "
@@ -670,6 +687,34 @@ def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str,
     if tp is not None and devices and lnc and tp != serving.tensor_parallel_size:
         s.problem("tensorParallelSize", f"{tp} does not match devicesPerVariant x (8 / logicalNeuronCores) = {devices} x {8 // lnc} = {serving.tensor_parallel_size}; omit it to derive it")
     return serving
+
+
+def _run_as(s: _Section) -> tuple[int, int] | None:
+    """serving.runAs: a user and a group, neither root (0), for a non-root server."""
+    if s.raw.get("runAs") is None:
+        return None
+    run_as = _Section(s.key("runAs"), s.raw["runAs"], s.problems, RUN_AS_KEYS)
+    user = run_as.integer("user", low=1, high=_KUBERNETES_ID_MAX)
+    group = run_as.integer("group", low=1, high=_KUBERNETES_ID_MAX)
+    return (user, group) if user and group else None
+
+
+def _added_capabilities(s: _Section) -> tuple[str, ...]:
+    """serving.addCapabilities: Linux capability names, each once, never one the servers may not keep."""
+    names = s.listing("addCapabilities", []) or []
+    for index, name in enumerate(names):
+        key = f"addCapabilities[{index}]"
+        if isinstance(name, str) and name.startswith("CAP_"):
+            s.problem(key, f"{name!r}: name it without the CAP_ prefix, as Kubernetes does ({name[4:]})")
+        elif not isinstance(name, str) or name not in LINUX_CAPABILITIES:
+            near = difflib.get_close_matches(str(name), sorted(LINUX_CAPABILITIES), n=1)
+            s.problem(key, f"{name!r} is not a Linux capability{f' (did you mean {near[0]}?)' if near else ''}")
+        elif name in NEVER_ADDED:
+            s.problem(key, f"{name}: {NEVER_ADDED[name]}")
+    repeated = sorted({n for n in names if isinstance(n, str) and names.count(n) > 1})
+    if repeated:
+        s.problem("addCapabilities", f"names {', '.join(repeated)} twice")
+    return tuple(n for n in names if isinstance(n, str))
 
 
 def _check_batched_tokens(s: _Section, batched: int, max_model_len: int) -> None:
@@ -753,7 +798,7 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings, study_vi
         image=s.string("image", BENCHMARK_IMAGE.version, check=_pinned_image),
         llmperf_commit=s.string("llmperfCommit", LLMPERF_COMMIT.version, choices=llmperf_commits()) or LLMPERF_COMMIT.version,
         metrics_namespace=namespace or "",
-        sampling_params=_sampling_params(s),
+        sampling_params=_sampling_params(s, output_tokens),
         seed=s.string("seed", None, choices=tuple(SEEDS)),
         metric_dimensions=s.string("metricDimensions", "names", choices=METRIC_DIMENSION_STYLES) or "names",
     )
@@ -778,14 +823,24 @@ def _check_metric_dimensions(benchmark: BenchmarkSettings, variants: list[Varian
         problems.append(("benchmark.testCases", f"{', '.join(cases)} publish under the same TestCase {value!r} with metricDimensions eks-sample"))
 
 
-def _sampling_params(s: _Section) -> dict[str, Any]:
-    params = s.mapping("samplingParams", dict(DEFAULT_SAMPLING_PARAMS))
-    for key in sorted(set(params or {}) & set(RESERVED_SAMPLING_KEYS)):
+def _sampling_params(s: _Section, output_tokens: int | None) -> dict[str, Any]:
+    """Each key known, of its type and in vLLM's range (stackconfig/sampling.py); min_tokens at
+    most the max_tokens the benchmark sends (outputTokens)."""
+    params = s.mapping("samplingParams", dict(DEFAULT_SAMPLING_PARAMS)) or {}
+    reserved = sorted(set(params) & set(RESERVED_SAMPLING_KEYS), key=str)
+    for key in reserved:
         s.problem(f"samplingParams.{key}", f"is set by the benchmark itself; not allowed here ({', '.join(RESERVED_SAMPLING_KEYS)})")
-    temperature = (params or {}).get("temperature")
-    if "temperature" in (params or {}) and (isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or temperature < 0):
-        s.problem("samplingParams.temperature", f"must be a number >= 0, got {temperature!r}")
-    return dict(params or {})
+    known = _Section(s.key("samplingParams"), {k: v for k, v in params.items() if k not in reserved}, s.problems,
+                     set(SAMPLING_PARAMS))
+    for key, value in known.raw.items():
+        problem = SAMPLING_PARAMS[key].problem(value) if key in SAMPLING_PARAMS else None
+        if problem:
+            known.problem(key, problem)
+    min_tokens = params.get("min_tokens")
+    if output_tokens and type(min_tokens) is int and min_tokens > output_tokens:
+        known.problem("min_tokens", f"{min_tokens} exceeds outputTokens {output_tokens}, the max_tokens of every request "
+                                    "(vLLM refuses min_tokens above max_tokens)")
+    return dict(params)
 
 
 VARIANT_KEYS = {"name", "role", "target", "baseline", "draft", "numSpeculativeTokens", "draftMaxModelLen", "speculationMethod",

@@ -18,10 +18,25 @@ from __future__ import annotations
 import json
 from typing import Callable
 
+from .catalog import BF16_BYTES
 from .model import Variant
-from .store import MODEL_STORE_MOUNT_PATH, PreparedModel, staging_prefix
+from .store import MODEL_STORE_MOUNT_PATH, PreparedModel, gib, staging_prefix
 
 VLLM_PORT = 8000
+LINUX_CAPABILITIES = frozenset({
+    "AUDIT_CONTROL", "AUDIT_READ", "AUDIT_WRITE", "BLOCK_SUSPEND", "BPF", "CHECKPOINT_RESTORE", "CHOWN", "DAC_OVERRIDE",
+    "DAC_READ_SEARCH", "FOWNER", "FSETID", "IPC_LOCK", "IPC_OWNER", "KILL", "LEASE", "LINUX_IMMUTABLE", "MAC_ADMIN",
+    "MAC_OVERRIDE", "MKNOD", "NET_ADMIN", "NET_BIND_SERVICE", "NET_BROADCAST", "NET_RAW", "PERFMON", "SETFCAP", "SETGID",
+    "SETPCAP", "SETUID", "SYS_ADMIN", "SYS_BOOT", "SYS_CHROOT", "SYS_MODULE", "SYS_NICE", "SYS_PACCT", "SYS_PTRACE",
+    "SYS_RAWIO", "SYS_RESOURCE", "SYS_TIME", "SYS_TTY_CONFIG", "SYSLOG", "WAKE_ALARM"})
+"""The capabilities a server may be given back (serving.addCapabilities), as Kubernetes names them:
+Linux's, without the CAP_ prefix (capabilities(7))."""
+NEVER_ADDED = {"NET_RAW": "the servers never keep NET_RAW (security/checkov CKV_K8S_28 may never be allowlisted for them: "
+                          "offline/scan.py NEVER_ALLOWED)"}
+BASELINE_CAPABILITIES = frozenset({"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                                   "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
+"""What Pod Security "baseline" lets a container add (Kubernetes Pod Security Standards, Baseline,
+"Capabilities"): a server given any other runs only in a namespace that enforces no level."""
 NODE_CACHE_MOUNT = "/node-cache"
 TOKEN_VARIABLE = "HF_TOKEN"
 """The Hugging Face token's variable: never set by the program, and refused in a stack's environment."""
@@ -37,21 +52,52 @@ def local_copy(model: PreparedModel) -> str:
     return f"{NODE_CACHE_MOUNT}/{model.prefix.rstrip('/')}"
 
 
+def kv_copies(model: PreparedModel, tensor_parallel_size: int) -> int:
+    """How many times the sharded checkpoint holds each KV head's k/v weights: NxD Inference gives
+    every rank at least one KV head, replicating them to the TP degree when it is a multiple of the
+    KV heads and converting to multi-head attention otherwise (neuronx_distributed_inference
+    modules/attention/gqa.py, determine_sharding_strategy)."""
+    arch = model.info.architecture
+    if arch is None or tensor_parallel_size <= arch.kv_heads:
+        return 1
+    if tensor_parallel_size % arch.kv_heads == 0:
+        return tensor_parallel_size // arch.kv_heads
+    return max(arch.attention_heads, tensor_parallel_size) // arch.kv_heads
+
+
+def sharded_checkpoint_bytes(model: PreparedModel, tensor_parallel_size: int) -> int:
+    """What save_sharded_checkpoint writes for one model: its weights in the dtypes it is served in
+    (FP8 stays FP8), with the k/v weights repeated kv_copies times (a model of unknown
+    architecture: its checkpoint alone)."""
+    arch = model.info.architecture
+    replicated = 0 if arch is None else arch.layers * arch.kv_parameters * BF16_BYTES * (kv_copies(model, tensor_parallel_size) - 1)
+    return model.checkpoint_bytes + replicated
+
+
+def compiled_set_bytes(variant: Variant) -> int:
+    """nxdi-legacy saves the sharded weights of every model it compiles (a fused draft's too) with
+    the graphs. The plugin's cache holds graphs only, of a size nobody publishes: 0 here."""
+    if variant.engine != "nxdi-legacy":
+        return 0
+    return sum(sharded_checkpoint_bytes(m, variant.tensor_parallel_size) for m in variant.prepared_models)
+
+
 def compiled_set_gib(variant: Variant) -> int:
-    """nxdi-legacy saves the sharded weights with the graphs (save_sharded_checkpoint): about the
-    target's checkpoint. The plugin's cache holds graphs only, of a size nobody publishes: 0 here."""
-    return variant.prepared_target.checkpoint_gib if variant.engine == "nxdi-legacy" else 0
+    return gib(compiled_set_bytes(variant)) if compiled_set_bytes(variant) else 0
 
 
 GRAPHS_AND_CACHES_GIB = 50
-"""Room beside weights and the compiled set: the plugin's graphs, the hub and compiler caches."""
+"""Room beside weights and the compiled set: the graphs (NEFFs), the hub and compiler caches; no
+source publishes their size for these shapes."""
 
 
 def node_cache_gib(variant: Variant) -> int:
-    """The server's cache on the node's NVMe (an emptyDir): its prepared models, its compiled set and
-    room for graphs and caches, with a tenth to spare."""
-    weights = sum(m.checkpoint_gib for m in variant.prepared_models)
-    return -(-(weights + compiled_set_gib(variant) + GRAPHS_AND_CACHES_GIB) * 11 // 10)
+    """The server's cache on the node's NVMe (an emptyDir): its prepared models as the store holds
+    them, its compiled set (sharded weights with replicated KV heads) and room for graphs and
+    caches, with a tenth to spare."""
+    weights = sum(m.checkpoint_bytes for m in variant.prepared_models)
+    total = weights + compiled_set_bytes(variant) + GRAPHS_AND_CACHES_GIB * 2 ** 30
+    return gib(total * 11 // 10)
 
 
 def model_reference(variant: Variant) -> str:

@@ -3,6 +3,7 @@ for the offline plan, the tests and the operator tools (the program itself gets 
 engine: components/runtime.py)."""
 from __future__ import annotations
 
+import argparse
 import copy
 import difflib
 import re
@@ -16,7 +17,31 @@ from .model import PlatformSpec, StackSpec
 from .parse import HUGGING_FACE_TOKEN_KEY, ConfigError, gated_models, parse_stack_config
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
-STACK_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+"""What Pulumi accepts as a stack name: "stack names are limited to 100 characters and may only
+contain alphanumeric, hyphens, underscores, or periods" (pulumi/pulumi pkg/backend/diy,
+ParseReference)."""
+
+
+def stack_name_problem(stack: str) -> str | None:
+    """What makes `stack` no stack name (None when it is one). Checked before any path is built from
+    a name: files, plan folders and reports are named after stacks, and a name of dots only
+    ("..") would name a parent directory, though Pulumi's pattern allows it."""
+    if not stack:
+        return "set STACK=<name> (--stack)"
+    if not STACK_NAME.fullmatch(stack) or not stack.strip("."):
+        return (f"{stack[:120]!r}{'...' if len(stack) > 120 else ''} is not a stack name (at most 100 letters, digits, "
+                f"'-', '_', '.', and not dots alone)")
+    return None
+
+
+def stack_argument(text: str) -> str:
+    """The argparse `type` of every command's --stack: a bad name fails the command line (exit 2)
+    before the command builds anything from it."""
+    problem = stack_name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(f"{problem}; stacks: {', '.join(stack_names())}")
+    return text
 
 
 class StackFiles:
@@ -30,11 +55,11 @@ class StackFiles:
         self.directory = project_dir / project.get("stackConfigDir", ".")
 
     def path(self, stack: str) -> Path:
-        """The stack's file. A name is what Pulumi allows in one (letters, digits, `-`, `_`, `.`),
-        so it can only name a file of this directory."""
-        if not STACK_NAME.match(stack):
-            raise FileNotFoundError(f"{stack!r} is not a stack name (letters, digits, '-', '_', '.'); "
-                                    f"stacks: {', '.join(self.names())}")
+        """The stack's file. A name is what Pulumi allows in one (stack_name_problem), so it can
+        only name a file of this directory."""
+        problem = stack_name_problem(stack)
+        if problem:
+            raise FileNotFoundError(f"{problem}; stacks: {', '.join(self.names())}")
         return self.directory / f"Pulumi.{stack}.yaml"
 
     def names(self) -> list[str]:
@@ -75,14 +100,56 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+NESTING_LIMIT = 100
+"""Deeper than any stack file nests (a variant's neuron config is four levels down); where the
+loader runs out of stack, the key is looked for past this depth."""
+
+
+def _key_of_deep_nesting(text: str, limit: int = NESTING_LIMIT) -> str:
+    """The keys leading to where `text` first nests deeper than `limit` ("config.sd-trn2:variants[1]
+    .neuronConfig"; list indexes only before a key), read from YAML's event stream, which, unlike its
+    loader, does not recurse."""
+    levels: list[list] = []  # per open collection: [is a mapping, its current key or index, expecting a key]
+
+    def value_done() -> None:
+        if levels and levels[-1][0]:
+            levels[-1][2] = True
+        elif levels:
+            levels[-1][1] += 1
+
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        top = levels[-1] if levels else None
+        if isinstance(event, yaml.ScalarEvent) and top and top[0] and top[2]:
+            top[1], top[2] = event.value, False
+        elif isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            if len(levels) >= limit:
+                break
+            if top and top[0] and top[2]:  # a collection as a key: no name to give it
+                top[1], top[2] = "?", False
+            mapping = isinstance(event, yaml.MappingStartEvent)
+            levels.append([mapping, None if mapping else 0, True])
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            levels.pop()
+            value_done()
+        elif isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+            value_done()
+    parts = [f".{level[1]}" if level[0] else f"[{level[1]}]" for level in levels if level[1] is not None]
+    while parts and parts[-1].startswith("["):
+        parts.pop()
+    return "".join(parts).lstrip(".")
+
+
 def _read_yaml(path: Path, stack: str | None = None) -> Any:
     name = stack or path.stem
     try:
-        return yaml.load(path.read_bytes().decode("utf-8"), Loader=_UniqueKeyLoader)
+        text = path.read_bytes().decode("utf-8")
+        return yaml.load(text, Loader=_UniqueKeyLoader)
     except UnicodeDecodeError as error:
         raise ConfigError(name, [(path.name, f"is not UTF-8 text: byte 0x{error.object[error.start]:02x} at offset {error.start}")]) from None
     except RecursionError:
-        raise ConfigError(name, [(path.name, "is nested too deeply to be a stack file")]) from None
+        key = _key_of_deep_nesting(text)
+        raise ConfigError(name, [(f"{path.name} {key}".strip(), f"is nested too deeply to be a stack file (more than "
+                                                                 f"{NESTING_LIMIT} levels deep)")]) from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

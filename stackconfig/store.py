@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Iterable, Literal
 
 from .catalog import ModelInfo
 from .naming import slug
@@ -36,14 +36,26 @@ COMMIT_FILE = "commit.json"
 COMPLETE_FILE = "complete.json"
 FILES_DIR = "files"
 STAGING_EXPIRY_DAYS = 7
-"""A staging set nobody committed (a writer killed before its commit, or the loser of one) is
-expired by the bucket's lifecycle rule after this many days; a committed set is copied out of
-staging long before (modelstore/publish.py)."""
+"""A staging set nobody committed (a writer killed before its commit, or the loser of one), or one
+already copied into place, is expired by the bucket's lifecycle rule this many days after upload; a
+set a commit names is tagged out of that rule until it is in place (modelstore/publish.py)."""
 
 UNPINNED_REVISION = "main"
 """A model with no pinned hub commit is prepared from `main` as it is when the preparation first
 runs; the manifest records that commit, and the prepared set is never replaced."""
 _COMMIT_SHA = re.compile(r"^[0-9a-f]{40}$")
+
+PREPARATION_STREAMS = 4
+"""Files a preparation downloads, verifies, rescales and uploads at once, each from its own
+connection: enough to fill a 25 Gbit/s node from the hub's CDN, few enough that the bound stays small."""
+HUB_SHARD_BYTES = 5 * 10 ** 9
+"""The largest shard assumed: transformers' save_pretrained splits checkpoints at max_shard_size
+"5GB" (decimal) by default, and Meta's 405B BF16 checkpoint is 191 shards of ~4.25 GB; the
+largest single tensor of the catalog (the 405B's embedding, 4.2 GB in BF16) is below it. A
+larger file runs with fewer files in flight; one that alone exceeds the bound fails the
+preparation before anything is downloaded, naming the file (modelstore/prepare.py)."""
+SAFETENSORS_HEADER_BYTES = 16 * 2 ** 20
+"""A shard's JSON header (tensor names, dtypes, offsets): a few hundred KiB for the 405B's; room to spare."""
 
 Form = Literal["hub", "neuron-fp8"]
 """hub: the repository's files as they are. neuron-fp8: an FP8 checkpoint rescaled to Neuron's
@@ -52,6 +64,11 @@ FP8 range, with its modules_to_not_convert file (modelstore/fp8.py)."""
 
 def is_commit(revision: str) -> bool:
     return bool(_COMMIT_SHA.match(revision))
+
+
+def unpinned(models: Iterable[PreparedModel]) -> list[str]:
+    """The models prepared from `main` (no commit in `modelRevisions`): what `make lock` pins."""
+    return sorted({m.model for m in models if m.revision == UNPINNED_REVISION})
 
 
 @dataclass(frozen=True)
@@ -82,18 +99,43 @@ class PreparedModel:
         return f"prepare-{slug(self.model)[:44].rstrip('-')}-{digest}"
 
     @property
+    def checkpoint_bytes(self) -> int:
+        """What the preparation downloads and uploads and each server copies (stackconfig/catalog.py
+        Checkpoint: read from the model's safetensors index, or computed from its config and dtypes)."""
+        if self.info.checkpoint is None:
+            raise ValueError(f"{self.model}: its checkpoint size is unknown (validation refuses such a model)")
+        return self.info.checkpoint.bytes
+
+    @property
     def checkpoint_gib(self) -> int:
-        """The checkpoint's size, from its parameter count and dtype (1 byte per FP8 parameter, 2 per
-        BF16), rounded up: what the preparation downloads and uploads."""
-        per_parameter = 1 if self.info.checkpoint_dtype == "fp8" else 2
-        return max(1, -(-int(self.info.params_billion * per_parameter * 1e9) // 2 ** 30))
+        return gib(self.checkpoint_bytes)
+
+    @property
+    def copies_in_flight(self) -> int:
+        """Local copies of one file while it is prepared: the download, and its rescaled copy for neuron-fp8."""
+        return 2 if self.form == "neuron-fp8" else 1
+
+    @property
+    def largest_file_bytes(self) -> int:
+        """The largest file the preparation holds: a shard (the hub's checkpoints are sharded below
+        HUB_SHARD_BYTES), or the whole checkpoint when it is smaller, plus its JSON header."""
+        return min(self.checkpoint_bytes, HUB_SHARD_BYTES) + SAFETENSORS_HEADER_BYTES
+
+    @property
+    def scratch_bytes(self) -> int:
+        """Local disk the preparation may fill, whatever the model's size: PREPARATION_STREAMS files
+        in flight, each with its copies (modelstore/prepare.py holds to it)."""
+        return PREPARATION_STREAMS * self.copies_in_flight * self.largest_file_bytes
 
     @property
     def disk_gib(self) -> int:
-        """Local disk the preparation needs: the download, plus the rescaled copy for neuron-fp8,
-        with a tenth to spare."""
-        copies = 2 if self.form == "neuron-fp8" else 1
-        return -(-self.checkpoint_gib * copies * 11 // 10)
+        """The scratch volume: the bound, with a tenth to spare (the file system's own blocks)."""
+        return gib(self.scratch_bytes * 11 // 10)
+
+
+def gib(count: int) -> int:
+    """Bytes in GiB, rounded up, at least 1."""
+    return max(1, -(-count // 2 ** 30))
 
 
 def staging_prefix(artifact_path: str) -> str:

@@ -89,8 +89,12 @@ EKS_ADDONS: dict[str, dict[str, AddonPin]] = {
         "kube-proxy": AddonPin("v1.35.3-eksbuild.2", "EKS user guide, 'Manage kube-proxy', kube-proxy versions table, 1.35 row "
                                                      "(docs.amazonaws.cn/zh_cn/eks/latest/userguide/managing-kube-proxy.md)"),
         "eks-pod-identity-agent": AddonPin(None, EKS_DEFAULT_SOURCE),
-        "aws-mountpoint-s3-csi-driver": AddonPin(None, EKS_DEFAULT_SOURCE + " (the driver tests Kubernetes 1.35 from "
-                                                 "v2.4.0: awslabs/mountpoint-s3-csi-driver commit 0f46875, .github/matrix.yaml)"),
+        # Pinned, not EKS's default: the first release tested on 1.35, v2.4.0, fails reads after a
+        # truncated file is closed (MOUNTPOINT_TRUNCATION_RACE); v2.4.1 fixes it.
+        "aws-mountpoint-s3-csi-driver": AddonPin("v2.4.1-eksbuild.1", "the EKS add-on build an AWS China Blog cluster on EKS "
+                                                 "1.35.2 ran (aws.amazon.com/cn/blogs/china/mountpoint-s3-s3-files-eks-comparison, "
+                                                 "2026-06-15, 'test environment' table); driver v2.4.1 carries Mountpoint 1.22.1's "
+                                                 "fix (awslabs/mountpoint-s3-csi-driver CHANGELOG.md at 57c6bed)"),
         "amazon-cloudwatch-observability": AddonPin(None, EKS_DEFAULT_SOURCE),
     },
 }
@@ -112,6 +116,17 @@ vpc-cni v1.21.2 and v1.22.1). Network policy itself needs v1.14.0 or later (EKS 
 "Configure your cluster for Kubernetes network policies")."""
 
 
+MOUNTPOINT_TRUNCATION_RACE = "v2.4.0-"
+"""The Mountpoint driver build whose Mountpoint (1.22.0) could fail reads with I/O errors after
+concurrent operations on a closed, truncated file; v2.4.1 (Mountpoint 1.22.1) fixes it
+(awslabs/mountpoint-s3-csi-driver CHANGELOG.md at 57c6bed, v2.4.1: "The issue was introduced in
+v1.22.0"). The servers' mounts are read-only, so they never truncate; refused all the same, as
+the preparation and publisher paths may grow."""
+MOUNTPOINT_TESTED_FROM = {"1.35": (2, 4, 0)}
+"""The first driver release whose test matrix holds the Kubernetes version (v2.4.0 for 1.35:
+awslabs/mountpoint-s3-csi-driver commit 0f46875, .github/matrix.yaml); older minors: any v2."""
+
+
 def _version(build: str) -> tuple[int, ...]:
     return tuple(int(part) for part in build.lstrip("v").split("-")[0].split("."))
 
@@ -126,7 +141,12 @@ def addon_requirement(addon: str, kubernetes_version: str) -> BuildRequirement |
         prefix = f"v{kubernetes_version}."
         return BuildRequirement(f"{prefix}*", lambda build: build.startswith(prefix))
     if addon == "aws-mountpoint-s3-csi-driver":
-        return BuildRequirement("v2.*", lambda build: build.startswith("v2."))
+        tested = MOUNTPOINT_TESTED_FROM.get(kubernetes_version)
+        race = "v2.4.0 fails reads after a truncated file is closed"
+        description = (f"v2.4.1 or later ({kubernetes_version} is tested from v{'.'.join(map(str, tested))}; {race})"
+                       if tested else f"v2.*, other than v2.4.0 ({race})")
+        return BuildRequirement(description, lambda build: build.startswith("v2.") and not build.startswith(
+            MOUNTPOINT_TRUNCATION_RACE) and _version(build) >= (tested or (2, 0, 0)))
     if addon == "vpc-cni":
         return BuildRequirement(
             f"v1.14.0 or later, other than {', '.join(b.rstrip('-') for b in VPC_CNI_BROKEN_WITH_NETWORK_POLICY)} "
@@ -144,10 +164,43 @@ KARPENTER = Pin("1.15.0", "aws/karpenter-provider-aws, release commit 6d1426c 'c
                           "charts/karpenter-crd/Chart.yaml version 1.15.0 at d77d1a3. Karpenter maintains its newest minor "
                           "only. v1.15.1 could not be confirmed in any stored source")
 
+
+@dataclass(frozen=True)
+class AmiRelease:
+    """One awslabs/amazon-eks-ami release: every AMI of a release carries its tag, and each
+    Kubernetes minor's AMIs one release version, "<Kubernetes patch>-<date>" (the form an EKS
+    managed node group's releaseVersion takes)."""
+
+    tag: str
+    kubernetes_patches: dict[str, str]
+    """Kubernetes minor -> the patch release its AMIs of this release carry."""
+    source: str
+
+    @property
+    def alias(self) -> str:
+        """The EC2NodeClass alias of this release's AL2023 AMIs (Karpenter resolves it per minor)."""
+        return f"al2023@{self.tag}"
+
+    def release_version(self, kubernetes_version: str) -> str:
+        return f"{self.kubernetes_patches[kubernetes_version]}-{self.tag.removeprefix('v')}"
+
+    def neuron_ami(self, kubernetes_version: str) -> str:
+        return f"amazon-eks-node-al2023-x86_64-neuron-{kubernetes_version}-{self.tag}"
+
+
+AMI_RELEASE = AmiRelease(
+    "v20260714", {"1.34": "1.34.9", "1.35": "1.35.6"},
+    "awslabs/amazon-eks-ami CHANGELOG.md at 81fec2e (the tree of tag v20260724), 'AMI Release v20260714': Neuron, "
+    "standard and NVIDIA AL2023 AMIs for Kubernetes 1.30 to 1.36, release versions 1.35.6-20260714 and "
+    "1.34.9-20260714. The newest release whose AMI list for every minor could be read here: later release pages "
+    "(to v20261023) were readable only down to their newest minor")
+"""The AMI release of every node: the trn2 and preparation nodes' EC2NodeClass alias and the system
+node group's releaseVersion. The only place a release is written (tests/test_versions.py)."""
+
 AMI_ALIASES: dict[str, Pin] = {
-    version: Pin("al2023@v20260714", f"awslabs/amazon-eks-ami CHANGELOG.md at tag v20260724: release v20260714 lists "
-                                     f"amazon-eks-node-al2023-x86_64-neuron-{version}-v20260714 ({release})")
-    for version, release in (("1.34", "1.34.9-20260714"), ("1.35", "1.35.6-20260714"))
+    version: Pin(AMI_RELEASE.alias, f"{AMI_RELEASE.source}: {AMI_RELEASE.neuron_ami(version)} "
+                                    f"({AMI_RELEASE.release_version(version)})")
+    for version in AMI_RELEASE.kubernetes_patches
 }
 """The EC2NodeClass AMI alias per Kubernetes version: an AL2023 release with Neuron AMIs for that
 version (Karpenter resolves the alias through the SSM parameter `make preflight` checks). One

@@ -100,6 +100,13 @@ def fake_bin(tmp_path, monkeypatch):
     return write
 
 
+@pytest.fixture(autouse=True)
+def no_real_hub(monkeypatch):
+    """No test reaches the real Hugging Face hub: HF_ENDPOINT names the discard port (connection
+    refused) unless a test points it at a local stand-in."""
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+
+
 @pytest.fixture(scope="session")
 def moto_server():
     """moto in server mode on 127.0.0.1 (a free port), for code that builds its own clients and

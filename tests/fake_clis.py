@@ -77,11 +77,14 @@ elif args[:1] == ["destroy"]:
 """
 
 
-def kubectl(log: Path, exit_code: int = 0) -> str:
-    """A kubectl that records its arguments and, for --kubeconfig, the file's mode and content."""
+def kubectl(log: Path, exit_code: int = 0, lease: dict | None = None) -> str:
+    """A kubectl that records its arguments and, for --kubeconfig, the file's mode and content;
+    `get lease` prints `lease` as JSON (nothing when None, as --ignore-not-found does)."""
     return f"""
-LOG, EXIT = {str(log)!r}, {exit_code!r}
+LOG, EXIT, LEASE = {str(log)!r}, {exit_code!r}, {lease!r}
 args = sys.argv[1:]
+if "get" in args and "lease" in args and LEASE is not None:
+    print(json.dumps(LEASE))
 record = {{"argv": ["kubectl", *args]}}
 if "--kubeconfig" in args:
     path = args[args.index("--kubeconfig") + 1]

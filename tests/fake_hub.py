@@ -1,6 +1,10 @@
 """A stand-in Hugging Face hub on 127.0.0.1: the two endpoints modelstore/hub.py uses, answering
 as the hub does (huggingface_hub 0.27.0's model_info with files_metadata, and resolve), with a
-switch to serve one file corrupt, to require a token, and a count of requests."""
+switch to serve one file corrupt, to require a token, and a count of requests.
+
+Like the hub, it redirects the download of a Git LFS file to another host, its CDN (a second
+server, on another port): the redirect carries its own authorisation in the URL, and the CDN refuses
+(and records) any request that carries the hub token, which must never leave the hub."""
 from __future__ import annotations
 
 import hashlib
@@ -25,6 +29,8 @@ class FakeRepo:
     commit: str = "0123456789abcdef0123456789abcdef01234567"
     lfs: tuple[str, ...] = (".safetensors",)
     """Suffixes stored with Git LFS (listed with their sha256); the rest are plain git blobs."""
+    tags: tuple[str, ...] = ()
+    """Refs besides `main` that point to `commit`."""
     corrupt: str | None = None
     """A path served with one byte changed (what the metadata lists stays right)."""
     token: str | None = None
@@ -37,37 +43,72 @@ class FakeRepo:
         return entry
 
 
+def _serve(answer) -> ThreadingHTTPServer:
+    """A server on 127.0.0.1 whose GETs `answer(path, authorization)` gives (status, body, headers)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):
+            status, body, headers = answer(unquote(urlparse(self.path).path), self.headers.get("Authorization"))
+            self.send_response(status)
+            for name, value in {**headers, "Content-Length": str(len(body))}.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+    return ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+
 class FakeHub:
     def __init__(self, repos: dict[str, FakeRepo]):
         self.repos = repos
-        hub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_GET(self):
-                path = unquote(urlparse(self.path).path)
-                status, body = hub.answer(path, self.headers.get("Authorization"))
-                self.send_response(status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.cdn_requests: list[str] = []
+        self.token_seen_by_cdn: list[str] = []
+        """CDN paths requested with an Authorization header: a leaked token."""
+        self.servers = [_serve(self._hub), _serve(self._cdn)]
+        self.threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in self.servers]
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return f"http://127.0.0.1:{self.servers[0].server_address[1]}"
+
+    @property
+    def cdn_url(self) -> str:
+        return f"http://127.0.0.1:{self.servers[1].server_address[1]}"
 
     def __enter__(self) -> FakeHub:
-        self.thread.start()
+        for thread in self.threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        for server in self.servers:
+            server.shutdown()
+            server.server_close()
+
+    def _hub(self, path: str, authorization: str | None) -> tuple[int, bytes, dict[str, str]]:
+        status, body = self.answer(path, authorization)
+        if status == 302:  # body: where the CDN serves it
+            return 302, b"", {"Location": self.cdn_url + body.decode()}
+        return status, body, {}
+
+    def _cdn(self, path: str, authorization: str | None) -> tuple[int, bytes, dict[str, str]]:
+        """/<repo>/<commit>/<file>, as the hub's redirect names it."""
+        self.cdn_requests.append(path)
+        if authorization is not None:
+            self.token_seen_by_cdn.append(path)
+            return 400, b"Only one auth mechanism allowed", {}
+        for name, repo in self.repos.items():
+            if path.startswith(f"/{name}/{repo.commit}/") and path[len(f"/{name}/{repo.commit}/"):] in repo.files:
+                return 200, self._content(repo, path[len(f"/{name}/{repo.commit}/"):]), {}
+        return 404, b"NoSuchKey", {}
+
+    @staticmethod
+    def _content(repo: FakeRepo, file: str) -> bytes:
+        content = repo.files[file]
+        return bytes([content[0] ^ 0xFF]) + content[1:] if file == repo.corrupt else content
 
     def answer(self, path: str, authorization: str | None) -> tuple[int, bytes]:
         for name, repo in self.repos.items():
@@ -80,7 +121,7 @@ class FakeHub:
                 return 401, b'{"error": "Access to model is restricted"}'
             if path.startswith(api):
                 revision = path[len(api):]
-                if revision not in ("main", repo.commit):
+                if revision not in ("main", repo.commit, *repo.tags):
                     return 404, b'{"error": "Revision Not Found"}'
                 document = {"id": name, "sha": repo.commit,
                             "siblings": [repo.sibling(p, c) for p, c in sorted(repo.files.items())]}
@@ -88,8 +129,7 @@ class FakeHub:
             revision, _, file = path[len(resolve):].partition("/")
             if revision != repo.commit or file not in repo.files:
                 return 404, b"Entry not found"
-            content = repo.files[file]
-            if file == repo.corrupt:
-                content = bytes([content[0] ^ 0xFF]) + content[1:]
-            return 200, content
+            if file.endswith(repo.lfs):
+                return 302, f"/{name}/{repo.commit}/{file}".encode()
+            return 200, self._content(repo, file)
         return 404, b"Repository not found"

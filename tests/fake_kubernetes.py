@@ -1,5 +1,7 @@
 """A Kubernetes API on 127.0.0.1 with just what a study's tuner calls: the scale subresource of
-Deployments (PATCH, as a JSON merge patch) and pods by label selector (GET), each authorized
+Deployments (PATCH, as a JSON merge patch), pods by label selector (GET) and Leases (GET, POST to
+create, PUT to replace, refused with 409 Conflict unless it carries the current resourceVersion,
+as the API server's optimistic concurrency does), each authorized
 against RBAC rules the way the API server's RBAC authorizer matches them (apiGroup, resource with
 its subresource, verb, resourceNames), so a rule the tuner lacks answers 403 here as it would there.
 
@@ -22,6 +24,7 @@ from .local_server import LocalServer
 TOKEN = "tuner-token"
 _SCALE = re.compile(r"^/apis/apps/v1/namespaces/(?P<ns>[^/]+)/deployments/(?P<name>[^/]+)/scale$")
 _PODS = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/pods$")
+_LEASES = re.compile(r"^/apis/coordination.k8s.io/v1/namespaces/(?P<ns>[^/]+)/leases(?:/(?P<name>[^/]+))?$")
 
 
 def allowed(rules: list[dict], group: str, resource: str, verb: str, name: str | None) -> bool:
@@ -49,6 +52,10 @@ class FakeKubernetes(LocalServer):
         """The deployments at one replica after every scale request, in order."""
         self.requests: list[tuple[str, str, dict]] = []
         self.forbidden: list[str] = []
+        self.leases: dict[str, dict] = {}
+        self.lease_holders: list[str] = []
+        """Every holderIdentity a lease was written with, in order."""
+        self.version = 0
         self.lock = threading.Lock()
         for server in servers.values():
             server.up = False
@@ -77,6 +84,21 @@ class FakeKubernetes(LocalServer):
             matching = [name for name in self.replicas if all(self.labels[name].get(k) == v for k, v in selector.items())]
             return ([self.pod(name) for name in matching if self.replicas[name]]
                     + [pod for name in matching for pod in self.evicted.get(name, [])])
+
+    def write_lease(self, name: str, body: dict, create: bool) -> int:
+        """Create or replace a lease; the HTTP status the API server would answer."""
+        with self.lock:
+            current = self.leases.get(name)
+            if create and current is not None:
+                return 409
+            if not create and current is None:
+                return 404
+            if not create and body["metadata"].get("resourceVersion") != current["metadata"]["resourceVersion"]:
+                return 409
+            self.version += 1
+            self.leases[name] = {**body, "metadata": {**body["metadata"], "resourceVersion": str(self.version)}}
+            self.lease_holders.append(body["spec"].get("holderIdentity") or "")
+            return 201 if create else 200
 
     def evict(self, name: str) -> None:
         """Leave an evicted pod of `name` behind (phase Failed, reason Evicted)."""
@@ -120,6 +142,12 @@ class _Handler(BaseHTTPRequestHandler):
                 self.answer(200, {"kind": "Scale", "apiVersion": "autoscaling/v1", "spec": {"replicas": replicas},
                                   "status": {"replicas": replicas}})
             return
+        lease = _LEASES.match(url.path)
+        if lease and lease["name"]:
+            if self.authorized("coordination.k8s.io", "leases", "get", lease["name"], lease["ns"]):
+                found = self.fake.leases.get(lease["name"])
+                self.answer(200 if found else 404, found or {"kind": "Status", "code": 404, "reason": "NotFound"})
+            return
         match = _PODS.match(url.path)
         if not match:
             self.answer(404, {"kind": "Status", "code": 404})
@@ -144,6 +172,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.answer(200, {"kind": "Scale", "apiVersion": "autoscaling/v1",
                               "metadata": {"name": match["name"], "namespace": match["ns"]},
                               "spec": {"replicas": replicas}, "status": {"replicas": replicas}})
+
+    def do_POST(self) -> None:
+        self.write_lease(create=True)
+
+    def do_PUT(self) -> None:
+        self.write_lease(create=False)
+
+    def write_lease(self, create: bool) -> None:
+        match = _LEASES.match(urllib.parse.urlsplit(self.path).path)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if not match or bool(match["name"]) == create or self.headers.get("Content-Type") != "application/json":
+            self.answer(404, {"kind": "Status", "code": 404})
+            return
+        name = body["metadata"]["name"] if create else match["name"]
+        if self.authorized("coordination.k8s.io", "leases", "create" if create else "update", None if create else name, match["ns"]):
+            self.fake.requests.append(("POST" if create else "PUT", self.path, body))
+            status = self.fake.write_lease(name, body, create)
+            self.answer(status, self.fake.leases[name] if status < 300 else {"kind": "Status", "code": status})
 
 
 FakeKubernetes.handler = _Handler

@@ -24,7 +24,7 @@ def test_runner_role_grows_only_by_what_the_pod_reads(recording, spec):
     # GetMetricData and ListMetrics support no resource-level permissions: "*", read only.
     assert by_sid["ReadNeuronTelemetry"] == {"Sid": "ReadNeuronTelemetry", "Effect": "Allow", "Resource": "*",
                                              "Action": ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"]}
-    bucket_arn = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
+    bucket_arn = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["arn"]
     assert by_sid["WriteBenchmarkResults"]["Resource"] == f"{bucket_arn}/results/{spec.name}/*"
     # A study's tuner reads back what it recorded, to resume (benchmark/tuner.py); a plain run never reads.
     reads = ["s3:GetObject"] if spec.study else []
@@ -94,11 +94,12 @@ def test_the_run_config_says_how_each_server_decodes_the_benchmarks_requests(sta
 
 
 def test_the_pod_modules_need_nothing_from_the_operator_side(tmp_path):
-    """Only the shipped files: importing the driver must not reach report, seeds or stackconfig."""
+    """Only the shipped files: importing the driver or the tuner must not reach report, seeds or
+    stackconfig."""
     (tmp_path / "benchmark" / "llmperf").mkdir(parents=True)
     for module in POD_MODULES:
         (tmp_path / "benchmark" / module).write_text((PACKAGE_DIR / module).read_text())
-    code = "import benchmark.driver, benchmark.podsetup, benchmark.telemetry, sys; print(sorted(m for m in sys.modules if m.startswith(('benchmark', 'stackconfig', 'matplotlib'))))"
+    code = "import benchmark.driver, benchmark.podsetup, benchmark.telemetry, benchmark.tuner, sys; print(sorted(m for m in sys.modules if m.startswith(('benchmark', 'stackconfig', 'matplotlib'))))"
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env={"PATH": "/usr/bin"})
     assert result.returncode == 0, result.stderr
     assert "stackconfig" not in result.stdout and "matplotlib" not in result.stdout and "benchmark.seeds" not in result.stdout
@@ -240,3 +241,23 @@ def test_the_study_view_divides_each_baseline_by_its_configuration():
             numerator, denominator = expression.split(" / ")
             assert series[numerator][3] == spec.variant(name).baseline and series[denominator][3] == name
         assert widget["properties"]["stat"] == "p50" and widget["properties"]["setPeriodToTimeRange"] is True
+
+
+def test_the_run_config_is_strict_json():
+    """NaN and Infinity are no JSON (RFC 8259, section 6), yet json.dumps writes them by default: a
+    value validation missed must fail the plan, never reach the pod as `NaN`."""
+    from dataclasses import replace
+
+    from components.pairing.benchmark import run_config, run_config_json
+
+    spec = load_stack("qwen3-32b-qwen3-1.7b").spec()
+    endpoints = {v.name: "http://vllm" for v in spec.variants}
+
+    def refuse(constant: str):
+        raise AssertionError(f"{constant} in run-config.json")
+
+    assert json.loads(run_config_json(run_config(spec, endpoints)), parse_constant=refuse)["stack"] == spec.stack
+    for value in (float("nan"), float("inf")):
+        unchecked = replace(spec, benchmark=replace(spec.benchmark, sampling_params={"temperature": value}))
+        with pytest.raises(ValueError, match="not JSON compliant"):
+            run_config_json(run_config(unchecked, endpoints))

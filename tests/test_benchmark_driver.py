@@ -745,7 +745,11 @@ def test_run_json_from_its_first_upload_to_its_last(tmp_path, llmperf, monkeypat
                         "testCases": cfg["testCases"], "variants": cfg["variants"], "seed": "003",
                         "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f", "dimensions": cfg["dimensions"]}
     assert [len(s["cases"]) for s in saved] == [0, 1, 2, 3, 4, 4]
-    assert run == saved[-1] == {**saved[0], "status": "complete", "finishedAt": "2026-11-22T08:50:07Z", "cases": run["cases"]}
+    # Where the run is, after each case: i of N, the time it has run, the ETA at its pace.
+    assert [(s.get("progress") or {}).get("done") for s in saved] == [None, 1, 2, 3, 4, 4]
+    assert {s["progress"]["total"] for s in saved[1:]} == {4} and run["progress"]["etaSeconds"] == 0
+    assert run == saved[-1] == {**saved[0], "status": "complete", "finishedAt": "2026-11-22T08:50:07Z", "cases": run["cases"],
+                                "progress": run["progress"]}
     assert [(c["testCase"], c["variant"]) for c in run["cases"]] == [
         ("counting", "base"), ("counting", "sd"), ("sonnets", "base"), ("sonnets", "sd")]
     assert prompts == ["count from 1 to X\n" * 400] * 2 + ["Shall I compare thee\n"] * 2  # only newlines are stripped
@@ -959,3 +963,14 @@ def test_a_case_published_before_is_never_published_again(tmp_path):
     hooks.uploaded = lambda path: path == marker
     hooks.publish_once(marker, [{"MetricName": "TTFT"}])
     assert len(published) == 1 and saved == [marker]
+
+
+def test_progress_says_i_of_n_elapsed_and_eta():
+    now = [100.0]
+    progress = driver.Progress(10, clock=lambda: now[0])
+    assert progress.next() == "case 1/10, 0m00s elapsed, ETA after the first case"
+    now[0] += 90
+    assert progress.done() == {"done": 1, "total": 10, "elapsedSeconds": 90, "etaSeconds": 810}
+    progress.skip(4)  # a failed server's cases: never measured, done all the same
+    now[0] += 3600
+    assert progress.next() == "case 6/10, 1h01m elapsed, ETA 5h07m"  # 3690 s for the 1 case measured, 5 left at that pace

@@ -350,6 +350,12 @@ EXPECTED_MARKDOWN = "\n".join([
     '',
     '128 input / 512 output tokens, concurrency 1, 10 requests per test case, sampling {"temperature": 0}, LLMPerf f1d6bed47e45; started 2026-11-20T09:00:00Z, finished 2026-11-20T10:00:00Z.',
     '',
+    'Summary across the 2 test case(s): the geometric mean of the per-case speedups (p50), their range, and the cases flagged below their tables.',
+    '',
+    '| variant | vs | TPOT speedup | E2E speedup | flagged cases |',
+    '|---|---|---|---|---|',
+    '| sd | base | 3.46x (3.46x to 3.46x; 1 of 2 cases) | 3.11x (2.70x to 3.57x; 2 of 2 cases) | counting, sonnets |',
+    '',
     '### counting',
     '',
     'Prompt: "counting numbers from 1 "',
@@ -618,6 +624,13 @@ def test_main_writes_markdown_json_and_chart_and_prints_the_markdown(tmp_path, c
     assert (tmp_path / "report.md").read_text() == text
     assert (tmp_path / "report.json").read_text() == json.dumps(built, indent=2, sort_keys=True) + "\n"
     assert fake_matplotlib.calls[-2:] == [("savefig", tmp_path / "report.png"), ("close", "FakeFigure")]
+    # Every figure beside the markdown, one row per (run, test case, variant), for a notebook.
+    import csv
+    rows = list(csv.DictReader((tmp_path / "report.csv").open()))
+    assert [(r["run"], r["testCase"], r["variant"]) for r in rows] == [("r1", "counting", "base"), ("r1", "counting", "sd")]
+    sd = built["runs"]["r1"]["cases"]["counting"]["sd"]
+    assert float(rows[1]["tpot_s.p50"]) == pytest.approx(sd["tpot_s"]["p50"], rel=1e-12)
+    assert float(rows[1]["vs_baseline.speedup_tpot"]) == pytest.approx(sd["vs_baseline"]["speedup_tpot"], rel=1e-12)
 
 
 def test_main_rejects_a_path_that_is_not_a_directory(tmp_path, capsys):
@@ -632,7 +645,7 @@ def test_help_shows_the_usage_from_the_docstring_as_written(capsys):
         report.main(["--help"])
     assert exited.value.code == 0
     out = capsys.readouterr().out
-    assert "Compare variants per test case and write report.md, report.png and report.json.\n\n" \
+    assert "Compare variants per test case and write report.md, report.png, report.json and report.csv.\n\n" \
            "    python -m benchmark.report DIR\n" in out
     assert "results_dir" in out
 

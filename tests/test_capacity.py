@@ -226,3 +226,62 @@ def test_destroy_order_nodepool_before_karpenter_before_cluster(recording):
     assert karpenter.urn in node_class.dependencies
     assert cluster.urn in karpenter.dependencies and system_nodes.urn in karpenter.dependencies
     assert not recording.depends_on(karpenter, pool)
+
+
+# Real sizes: every disk figure derives from the checkpoints' recorded sizes (stackconfig/catalog.py).
+
+GIB = 2 ** 30
+
+
+def pairing_stacks() -> list[str]:
+    from stackconfig import StackSpec
+    from stackconfig.source import stack_names
+
+    return sorted(s for s in stack_names() if isinstance(load_stack(s).spec(), StackSpec))
+
+
+@pytest.mark.parametrize("stack", pairing_stacks())
+def test_every_server_fits_its_share_of_the_instance_store_and_every_preparation_its_request(stack):
+    from components.pairing.model_preparation import job_spec
+    from components.platform.preparation_nodes import MIN_LOCAL_NVME_GIB
+    from stackconfig.catalog import karpenter_allocatable_ephemeral_gib
+    from stackconfig.server import compiled_set_bytes, node_cache_gib
+    from stackconfig.store import PREPARATION_STREAMS
+
+    # Karpenter may launch any preparation node with this much NVMe (instance-local-nvme, in GiB).
+    smallest_node = karpenter_allocatable_ephemeral_gib(MIN_LOCAL_NVME_GIB * 2 ** 30 / 10 ** 9)
+    spec = load_stack(stack).spec()
+    shape = spec.capacity.shape
+    for variant in spec.variants:
+        weights = sum(m.checkpoint_bytes for m in variant.prepared_models)
+        share = shape.allocatable_ephemeral_gib * variant.devices // shape.neuron_devices
+        assert weights + compiled_set_bytes(variant) < node_cache_gib(variant) * GIB <= share * GIB, variant.name
+    for model in spec.prepared_models:
+        pod = job_spec(model, "bucket", spec.region, "code", {}, {"key": "k"}, None)["template"]["spec"]
+        (container,) = pod["containers"]
+        request = int(container["resources"]["requests"]["ephemeral-storage"].removesuffix("Gi"))
+        scratch = next(v for v in pod["volumes"] if v["name"] == "scratch")["emptyDir"]["sizeLimit"]
+        assert model.scratch_bytes <= int(scratch.removesuffix("Gi")) * GIB < request * GIB <= smallest_node * GIB, model.model
+        command = container["command"][2]
+        assert f"--scratch-bytes {model.scratch_bytes} --parallel {PREPARATION_STREAMS}" in command
+
+
+def test_seed_004s_three_405b_servers_hold_the_real_checkpoints_with_replicated_kv_heads():
+    """FP8 405B keeps attention, embeddings, the head and two MLPs in BF16: ~454 GiB, not 1 byte per
+    parameter (~377 GiB). At TP 64 NxD Inference replicates the 8 KV heads 8 times in the sharded
+    checkpoint: 126 layers x 2 x 16384 x 1024 BF16 k/v weights = ~7.9 GiB, seven extra copies."""
+    from stackconfig.server import compiled_set_bytes, node_cache_gib
+
+    spec = load_stack("llama3.1-405b-llama3.2-1b").spec()
+    bf16, fp8, sd = (spec.variant(name) for name in ("base-bf16", "fp8", "sd-fp8"))
+    assert 450 * GIB < fp8.prepared_target.checkpoint_bytes < 458 * GIB
+    assert 750 * GIB < bf16.prepared_target.checkpoint_bytes < 760 * GIB
+    replicated_kv = 7 * 126 * 2 * 16384 * 1024 * 2
+    for variant in (bf16, fp8, sd):
+        target = variant.prepared_target.checkpoint_bytes
+        assert compiled_set_bytes(variant) >= target + replicated_kv
+        assert node_cache_gib(variant) * GIB > 2 * target + replicated_kv
+    assert sd.prepared_draft.model == "meta-llama/Llama-3.2-1B-Instruct" and 2 * GIB < sd.prepared_draft.checkpoint_bytes < 3 * GIB
+    assert compiled_set_bytes(sd) > compiled_set_bytes(fp8) + sd.prepared_draft.checkpoint_bytes  # the fused draft is saved too
+    # Each preparation streams: its local disk is a few shards, not the checkpoint (~907 GiB for FP8 before).
+    assert fp8.prepared_target.disk_gib < 50 and bf16.prepared_target.disk_gib < 25

@@ -148,7 +148,9 @@ def test_an_eks_default_that_breaks_a_requirement_is_refused_before_it_is_instal
 
     from components.platform.addons import checked_build
 
-    assert checked_build("aws-mountpoint-s3-csi-driver", "1.35", "v2.4.0-eksbuild.1") == "v2.4.0-eksbuild.1"
+    assert checked_build("aws-mountpoint-s3-csi-driver", "1.35", "v2.4.1-eksbuild.1") == "v2.4.1-eksbuild.1"
+    with pytest.raises(pulumi.RunError, match="v2.4.1 or later"):
+        checked_build("aws-mountpoint-s3-csi-driver", "1.35", "v2.4.0-eksbuild.1")
     with pytest.raises(pulumi.RunError, match="aws-mountpoint-s3-csi-driver build for Kubernetes 1.35 is v1.15.0-eksbuild.1"):
         checked_build("aws-mountpoint-s3-csi-driver", "1.35", "v1.15.0-eksbuild.1")
     with pytest.raises(pulumi.RunError, match="needs v1.35"):
@@ -193,9 +195,39 @@ def test_the_cluster_log_groups_are_the_programs_with_retention_and_created_befo
             assert not recording.depends_on(cluster, group), name  # the control plane need not wait for them
 
 
+def test_every_cluster_log_group_is_encrypted_with_a_key_only_cloudwatch_logs_uses_for_them(recording, spec):
+    """CKV_AWS_158 (`make scan`): each group the program owns names the log key; the key policy lets
+    the region's CloudWatch Logs use it for those groups, and for no other group and no other service."""
+    from .iam_eval import allows
+
+    key = recording.one("aws:kms/key:Key", "log-key")
+    groups = recording.of_type("aws:cloudwatch/logGroup:LogGroup")
+    assert sorted(g.inputs["name"] for g in groups) == sorted(spec.platform.log_groups)
+    assert {g.inputs.get("kmsKeyId") for g in groups} == {key.outputs["arn"]}
+    assert key.inputs["enableKeyRotation"] is True
+    policy = json.loads(key.inputs["policy"])
+    logs = ("Service", f"logs.{spec.region}.amazonaws.com")
+    for group in groups:
+        context = {"kms:EncryptionContext:aws:logs:arn": group.outputs["arn"]}
+        assert allows(policy, "kms:GenerateDataKey", "*", context, principal=logs), group.name
+        assert allows(policy, "kms:Decrypt", "*", context, principal=logs), group.name
+        assert not allows(policy, "kms:GenerateDataKey", "*", context, principal=("Service", "s3.amazonaws.com"))
+    elsewhere = {"kms:EncryptionContext:aws:logs:arn": f"arn:aws:logs:{spec.region}:123456789012:log-group:/aws/lambda/x"}
+    assert not allows(policy, "kms:Decrypt", "*", elsewhere, principal=logs)
+    assert not allows(policy, "kms:ScheduleKeyDeletion", "*", principal=logs)
+    # The account keeps the key's administration through IAM, as with KMS's default key policy.
+    assert allows(policy, "kms:PutKeyPolicy", "*", principal=("AWS", "arn:aws:iam::123456789012:root"))
+
+
 def test_secrets_are_encrypted_with_a_rotated_key_of_the_clusters_own(recording):
-    key = recording.one("aws:kms/key:Key")
+    from .iam_eval import allows
+
+    key = recording.one("aws:kms/key:Key", "cluster-secrets")
     assert key.inputs["enableKeyRotation"] is True and key.inputs["deletionWindowInDays"] == 7
+    # KMS's default key policy, written out (CKV2_AWS_64): the account's IAM policies decide, no service is named.
+    policy = json.loads(key.inputs["policy"])
+    assert allows(policy, "kms:CreateGrant", "*", principal=("AWS", "arn:aws:iam::123456789012:root"))
+    assert not allows(policy, "kms:Decrypt", "*", principal=("Service", "eks.amazonaws.com"))
     cluster = recording.one("eks:index:Cluster")
     assert cluster.inputs["encryptionConfigKeyArn"] == key.outputs["arn"]
     assert key.parent == recording.one("sdtrn2:cluster:Cluster").urn
@@ -246,3 +278,13 @@ def test_the_vpc_flow_logs_go_to_a_group_the_program_owns_under_a_role_only_the_
     assert allows(policy, "logs:PutLogEvents", streams)
     assert not allows(policy, "logs:PutLogEvents", streams.replace("/flow-logs", "/cluster"))
     assert not allows(policy, "logs:DeleteLogGroup", group.outputs["arn"])
+    # DescribeLogStreams on the flow-log group only (it takes the log group as its resource).
+    assert allows(policy, "logs:DescribeLogStreams", f"{group.outputs['arn']}:*")
+    assert not allows(policy, "logs:DescribeLogStreams", f"{group.outputs['arn'].replace('/flow-logs', '/cluster')}:*")
+
+
+def test_the_vpcs_default_security_group_is_managed_with_no_rules(recording):
+    """CKV2_AWS_12 (`make scan`): the group every VPC comes with admits and sends nothing."""
+    (group,) = recording.of_type("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup")
+    assert group.inputs["vpcId"] == recording.one("aws:ec2/vpc:Vpc").outputs["id"]
+    assert group.inputs.get("ingress", []) == [] and group.inputs.get("egress", []) == []

@@ -53,8 +53,8 @@ LLAMA = load_stack("llama3.1-8b-llama3.2-1b").project_values()
         ("variants.1.draft", None, "variants[1].draft", "required on an sd variant"),
         ("benchmark.samplingParams", {"max_tokens": 5}, "benchmark.samplingParams.max_tokens", "set by the benchmark itself"),
         ("benchmark.samplingParams", {"stream_options": {}}, "benchmark.samplingParams.stream_options", "set by the benchmark itself"),
-        ("benchmark.samplingParams", {"temperature": -1}, "benchmark.samplingParams.temperature", "a number >= 0"),
-        ("benchmark.samplingParams", {"temperature": "hot"}, "benchmark.samplingParams.temperature", "a number >= 0"),
+        ("benchmark.samplingParams", {"temperature": -1}, "benchmark.samplingParams.temperature", "a number in [0, 2]"),
+        ("benchmark.samplingParams", {"temperature": "hot"}, "benchmark.samplingParams.temperature", "a number in [0, 2]"),
         ("benchmark.samplingParams", "greedy", "benchmark.samplingParams", "must be an object"),
         ("benchmark.seed", "005", "benchmark.seed", "not one of 000, 001, 002, 003, 004"),
         ("benchmark.seed", 1, "benchmark.seed", "must be a string"),
@@ -102,8 +102,10 @@ def test_a_plain_draft_speculates_as_draft_model_without_a_vllm_method():
 
 def test_an_eagle_head_speculates_as_eagle_and_only_as_eagle():
     head = "example/Qwen3-32B-EAGLE"
-    values = edited({**BASE, "models": {head: {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5,
-                                                "kind": "eagle-head", "draftFor": ["Qwen/Qwen3-32B"]}}},
+    # The stack's pins name the draft replaced here: drop them (a pin for a model not served is refused).
+    values = edited({**BASE, "modelRevisions": {}, "models": {head: {
+        "tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5, "checkpointBytes": 10 ** 9, "kind": "eagle-head",
+        "draftFor": ["Qwen/Qwen3-32B"]}}},
                     "variants.1.draft", head)
     sd = parse(values).variant("sd")
     assert sd.speculative_config["method"] == "eagle" and sd.neuron_config["enable_eagle_speculation"] is True
@@ -194,3 +196,25 @@ def test_random_bad_values_name_their_key(path, value):
 def test_random_unknown_top_level_keys_are_rejected_by_name(key):
     problems = problems_for({**BASE, key: "x"})
     assert "unknown key" in problems[key]
+
+
+@pytest.mark.parametrize("value, words", [
+    ({"user": 0, "group": 1000}, "serving.runAs.user"),
+    ({"user": 1000}, "serving.runAs.group"),
+    ({"user": "1000", "group": 1000}, "serving.runAs.user"),
+    ({"user": 1000, "group": 1000, "fsGroup": 5}, "serving.runAs.fsGroup"),
+])
+def test_a_non_root_server_names_a_user_and_a_group(value, words):
+    assert words in problems_for(edited(BASE, "serving.runAs", value))
+
+
+@pytest.mark.parametrize("value, key, words", [
+    (["IPC_LCK"], "serving.addCapabilities[0]", "did you mean IPC_LOCK?"),
+    (["CAP_IPC_LOCK"], "serving.addCapabilities[0]", "without the CAP_ prefix"),
+    (["NET_RAW"], "serving.addCapabilities[0]", "never"),
+    (["IPC_LOCK", "IPC_LOCK"], "serving.addCapabilities", "twice"),
+    ("IPC_LOCK", "serving.addCapabilities", "must be a list"),
+])
+def test_an_added_capability_is_a_linux_capability(value, key, words):
+    problems = problems_for(edited(BASE, "serving.addCapabilities", value))
+    assert words in problems.get(key, ""), problems

@@ -117,10 +117,12 @@ def test_the_draft_inherits_the_targets_flags_and_is_validated_again_on_restart(
 
 def test_an_fp8_target_without_its_bf16_modules_is_refused_by_key():
     config = copy.deepcopy(load_stack(LLAMA_405B).config)
+    config.pop("sd-trn2:modelRevisions")  # its pins name the draft replaced here
     fp8 = MODELS["meta-llama/Llama-3.1-405B-Instruct-FP8"]
-    config["sd-trn2:models"] = {"example/Llama-FP8": {"tokenizerFamily": "llama3", "gated": True, "paramsBillion": 405,
+    config["sd-trn2:models"] = {"example/Llama-FP8": {"tokenizerFamily": "llama3", "gated": True, "paramsBillion": 405, "checkpointBytes": 487 * 10 ** 9,
                                                       "checkpointDtype": "fp8"},
-                                "example/draft": {"tokenizerFamily": "llama3", "gated": True, "paramsBillion": 1}}
+                                "example/draft": {"tokenizerFamily": "llama3", "gated": True, "paramsBillion": 1,
+                                                  "checkpointBytes": 2 * 10 ** 9}}
     for variant in config["sd-trn2:variants"][1:]:
         variant["target"] = "example/Llama-FP8"
     config["sd-trn2:variants"][2]["draft"] = "example/draft"

@@ -150,7 +150,7 @@ def test_engine_rules_are_config_errors_naming_the_key(config, key, words):
 def test_a_model_outside_the_catalog_can_be_declared():
     head = "example/Llama-3.1-8B-Instruct-dflash"
     config = with_variant({**PLUGIN, "sd-trn2:models": {head: {
-        "tokenizerFamily": "llama3", "gated": False, "paramsBillion": 0.6, "kind": "dflash-head",
+        "tokenizerFamily": "llama3", "gated": False, "paramsBillion": 0.6, "checkpointBytes": 12 * 10 ** 8, "kind": "dflash-head",
         "draftFor": ["meta-llama/Llama-3.1-8B-Instruct"]}}}, 1, draft=head)
     # DFlash runs at TP 4 or 8 only; at 8 devices the variants are TP 32.
     config["sd-trn2:serving"] = {**config["sd-trn2:serving"], "devicesPerVariant": 8}
@@ -169,9 +169,9 @@ def test_a_stack_whose_target_and_draft_are_both_declared_plans_with_their_own_f
     KeyError. Its figures are the declared ones, which no catalog entry has."""
     from offline.stacks import load_stack, run_stack
 
-    models = {"example/Target-9B": {"tokenizerFamily": "llama3", "gated": False, "paramsBillion": 9.1},
-              "example/Draft-1B": {"tokenizerFamily": "llama3", "gated": False, "paramsBillion": 1.3}}
-    overrides = {"sd-trn2:models": models,
+    models = {"example/Target-9B": {"tokenizerFamily": "llama3", "gated": False, "paramsBillion": 9.1, "checkpointBytes": 18 * 10 ** 9},
+              "example/Draft-1B": {"tokenizerFamily": "llama3", "gated": False, "paramsBillion": 1.3, "checkpointBytes": 26 * 10 ** 8}}
+    overrides = {"sd-trn2:models": models, "sd-trn2:modelRevisions": None,  # the stack's pins name the models replaced
                  "sd-trn2:serving": {"target": "example/Target-9B", "devicesPerVariant": 1, "maxNumSeqs": 1, "maxModelLen": 1024},
                  "sd-trn2:variants": [{"name": "base", "role": "baseline"},
                                       {"name": "sd", "role": "sd", "draft": "example/Draft-1B", "numSpeculativeTokens": 5}]}

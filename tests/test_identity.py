@@ -82,10 +82,33 @@ def test_pod_identity_trust_has_no_oidc_and_every_role_has_one_association(stack
         (statement,) = trust["Statement"]
         assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
         assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
-        assert "Condition" not in statement and "Federated" not in json.dumps(trust), name
+        assert "Federated" not in json.dumps(trust), name
         component = recording.one(ROLE, name)
         association = child(recording, component, ASSOCIATION)
         assert association.inputs["roleArn"] == child(recording, component, "aws:iam/role:Role").outputs["arn"]
+
+
+def test_pod_identity_roles_are_assumable_only_for_their_own_service_account_on_their_cluster(stack):
+    """The trust is scoped by the session tags EKS Pod Identity adds (EKS user guide, "Create IAM role
+    with trust policy required by EKS Pod Identity", "Setting Conditions"): the association's own
+    cluster, namespace and service account may assume the role; another service account, another
+    namespace, another cluster, or another service principal may not."""
+    from .iam_eval import allows
+
+    recording = pod_identity(stack)
+    for name, (trust, _) in documents(recording).items():
+        association = child(recording, recording.one(ROLE, name), ASSOCIATION).inputs
+        assert association.get("disableSessionTags") in (None, False), name  # the tags the trust requires
+        tags = {"aws:RequestTag/eks-cluster-name": association["clusterName"],
+                "aws:RequestTag/kubernetes-namespace": association["namespace"],
+                "aws:RequestTag/kubernetes-service-account": association["serviceAccount"]}
+        pods = ("Service", "pods.eks.amazonaws.com")
+        for action in ("sts:AssumeRole", "sts:TagSession"):
+            assert allows(trust, action, "*", tags, principal=pods), (name, action)
+        for key in tags:
+            assert not allows(trust, "sts:AssumeRole", "*", {**tags, key: "someone-else"}, principal=pods), (name, key)
+            assert not allows(trust, "sts:AssumeRole", "*", {k: v for k, v in tags.items() if k != key}, principal=pods)
+        assert not allows(trust, "sts:AssumeRole", "*", tags, principal=("Service", "ec2.amazonaws.com")), name
 
 
 def service_account_creators(recording: Recording) -> dict[tuple[str, str], object]:

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from celpy import celtypes
 
-from stackconfig.versions import EKS_ADDONS
+from stackconfig.versions import AMI_RELEASE, EKS_ADDONS
 
 KUBERNETES_VERSIONS = [f"{version}.0" for version in EKS_ADDONS]
 CRD_DIR = Path(__file__).parent / "data" / "karpenter-crds-v1.14.1"
@@ -157,7 +157,7 @@ def test_every_cel_rule_on_the_objects_is_evaluated_and_can_fail(recording):
     tagged["spec"]["tags"]["karpenter.sh/nodepool"] = "mine"
     assert failed_cel_rules(tagged) == ["self.spec.tags: tag contains a restricted tag matching karpenter.sh/nodepool"]
     aliased = copy.deepcopy(node_class)
-    aliased["spec"]["amiSelectorTerms"] = [{"alias": "ubuntu@v20260714"}]
+    aliased["spec"]["amiSelectorTerms"] = [{"alias": f"ubuntu@{AMI_RELEASE.tag}"}]
     assert [f.split(":")[0] for f in failed_cel_rules(aliased)] == ["self.spec.amiSelectorTerms[0].alias"]
 
 

@@ -43,7 +43,8 @@ def test_one_preparation_job_per_prepared_model_on_the_preparation_nodes(stack):
         assert not [v for v in pod["volumes"] if "hostPath" in v]
         args = container["command"][2].splitlines()[-1]
         assert f"--model {model.model} --revision {model.revision} --form {model.form}" in args and f"--prefix {model.prefix}" in args
-        assert container["resources"]["requests"]["ephemeral-storage"] == f"{model.disk_gib}Gi"
+        assert container["resources"]["requests"]["ephemeral-storage"] == f"{model.disk_gib + 3}Gi"  # scratch, deps, tmp
+        assert f"--scratch-bytes {model.scratch_bytes} --parallel 4" in args
 
 
 def test_the_fp8_job_checks_the_bf16_modules_the_servers_are_told():
@@ -74,7 +75,7 @@ def test_the_preparation_identity_writes_only_its_models_and_never_deletes(stack
     trust, policy = role_documents(recording, "model-preparation-role")
     assert f"system:serviceaccount:{spec.namespace}:model-prep" in trust_condition(trust).values()
     assert assert_least_privilege(policy) == 2
-    bucket = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
+    bucket = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["arn"]
     write, listing = policy["Statement"]
     assert write["Resource"] == [f"{bucket}/{m.prefix}*" for m in spec.prepared_models]
     assert sorted(write["Action"]) == ["s3:AbortMultipartUpload", "s3:GetObject", "s3:PutObject"]
@@ -95,11 +96,13 @@ def test_every_server_has_a_restricted_publisher_under_an_identity_that_cannot_d
         assert pod["serviceAccountName"] == "vllm" and pod["automountServiceAccountToken"] is False
     trust, policy = role_documents(recording, "server-access-role")
     assert f"system:serviceaccount:{spec.namespace}:vllm" in trust_condition(trust).values()
-    assert assert_least_privilege(policy) == 2
-    bucket = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
-    write, _ = policy["Statement"]
+    assert assert_least_privilege(policy) == 3
+    bucket = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["arn"]
+    write, tag, _ = policy["Statement"]
     paths = sorted({v.artifact_path for v in spec.variants})
     assert write["Resource"] == [f"{bucket}/{p}*" for path in paths for p in (f"staging/{path}/", f"{path}/")]
+    # Tags mark a staging set's state for the lifecycle rule; only staging sets are tagged.
+    assert (tag["Action"], tag["Resource"]) == ("s3:PutObjectTagging", [f"{bucket}/staging/{path}/*" for path in paths])
     assert not any("Delete" in action for statement in policy["Statement"] for action in statement["Action"]
                    if isinstance(statement["Action"], list))
 
@@ -112,8 +115,9 @@ def test_the_pods_are_given_the_modelstore_code_and_lock():
 
 def test_abandoned_staging_sets_expire_and_nothing_else_does():
     recording = recorded(STANDALONE[0])
-    rules = {r["id"]: r for r in recording.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration").inputs["rules"]}
-    assert rules["expire-uncommitted-staging-sets"]["filter"] == {"prefix": "staging/"}
+    rules = {r["id"]: r for r in recording.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "model-store").inputs["rules"]}
+    # Only staging objects tagged uncommitted: a set a commit names is tagged committed until in place.
+    assert rules["expire-uncommitted-staging-sets"]["filter"] == {"and": {"prefix": "staging/", "tags": {"sd-trn2-staging": "uncommitted"}}}
     assert rules["expire-uncommitted-staging-sets"]["expiration"] == {"days": 7}
     assert rules["abort-abandoned-multipart-uploads"]["abortIncompleteMultipartUpload"] == {"daysAfterInitiation": 1}
     assert "expiration" not in rules["abort-abandoned-multipart-uploads"]

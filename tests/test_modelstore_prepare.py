@@ -3,6 +3,7 @@ verified file by file, uploaded through the S3 API with its manifest and then, l
 nothing marked when anything fails; FP8 rescaled for Neuron with the modules it keeps in BF16."""
 from __future__ import annotations
 
+import contextlib
 import json
 import struct
 
@@ -44,7 +45,7 @@ def s3(models_bucket):
 
 def run(s3, hub_url, tmp_path, *extra, model="org/model", revision="main", form="hub", prefix=PREFIX, token=None):
     argv = ["--model", model, "--revision", revision, "--form", form, "--bucket", BUCKET, "--prefix", prefix,
-            "--work-dir", str(tmp_path / "work"), "--parallel", "3", *extra]
+            "--work-dir", str(tmp_path / "work"), "--parallel", "3", "--scratch-bytes", str(10 ** 6), *extra]
     return prepare.main(argv, client=s3, hub=Hub(hub_url, token, sleep=lambda s: None))
 
 
@@ -109,6 +110,29 @@ def test_a_gated_model_needs_the_token_and_says_so(s3, tmp_path, capsys):
         assert "HTTP 401; the token cannot read it" in capsys.readouterr().err
         assert run(s3, hub.url, tmp_path, token="hf_secret") == 0
     assert PREFIX + ".complete" in keys(s3)
+
+
+def test_the_token_never_follows_the_hubs_redirect_to_its_cdn(s3, tmp_path):
+    """The hub redirects LFS downloads to another host; urllib would copy Authorization onto that
+    request (the fake CDN refuses it, as presigned storage URLs may). huggingface_hub strips it on
+    a redirect to another host, and so does modelstore/hub.py."""
+    with FakeHub({"org/model": FakeRepo(dict(FILES), token="hf_secret")}) as hub:
+        assert run(s3, hub.url, tmp_path, token="hf_secret") == 0
+    lfs = sorted(f"/org/model/{FakeRepo(FILES).commit}/{f}" for f in FILES if f.endswith(".safetensors"))
+    assert sorted(hub.cdn_requests) == lfs and hub.token_seen_by_cdn == []
+    assert PREFIX + ".complete" in keys(s3)
+
+
+@pytest.mark.parametrize("target, keeps", [("https://huggingface.co/api/other", True), ("https://cdn-lfs.hf.co/x", False),
+                                           ("https://huggingface.co:8443/x", False), ("http://huggingface.co/x", False)])
+def test_a_redirect_keeps_the_token_only_at_the_same_origin(target, keeps):
+    import urllib.request
+
+    from modelstore.hub import TokenStaysHome
+
+    request = urllib.request.Request("https://huggingface.co/org/model/resolve/main/a", headers={"Authorization": "Bearer t"})
+    follow = TokenStaysHome().redirect_request(request, None, 302, "Found", {}, target)
+    assert follow.has_header("Authorization") is keeps
 
 
 def test_the_token_is_read_from_the_file_the_pod_mounts(tmp_path):
@@ -224,3 +248,95 @@ def test_a_checkpoint_with_bf16_scales_is_refused(tmp_path):
     source.write_bytes(safetensors({"w.weight": ("F8_E4M3", WEIGHT), "w.weight_scale": ("BF16", SCALE.astype(ml_dtypes.bfloat16))}))
     with pytest.raises(fp8.RescaleError, match="expected F8_E4M3 weights with F32 scales, found F8_E4M3 and BF16"):
         fp8.rescale_file(source, tmp_path / "out.safetensors")
+
+
+# Streaming: a model larger than the local disk bound, file by file.
+
+class PeakDisk:
+    """The largest number of bytes under a directory, sampled continuously by a thread and at every
+    upload (when a file's local copies are all written and none deleted yet)."""
+
+    def __init__(self, root):
+        self.root, self.peak, self.samples = root, 0, 0
+        self.running = False
+
+    def sample(self) -> None:
+        total = sum(p.stat().st_size for p in self.root.rglob("*") if p.is_file()) if self.root.exists() else 0
+        self.peak, self.samples = max(self.peak, total), self.samples + 1
+
+    def __enter__(self):
+        import threading
+
+        def watch():
+            while self.running:
+                with contextlib.suppress(FileNotFoundError):
+                    self.sample()
+
+        self.running, self.thread = True, threading.Thread(target=watch, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.running = False
+        self.thread.join()
+
+
+def big_shard(index: int, rows: int = 3000) -> bytes:
+    """An FP8 shard in Meta's layout (~rows x 100 bytes): one quantized MLP and one BF16 attention."""
+    weight = np.full((rows, 100), 1.5, dtype=ml_dtypes.float8_e4m3fn)
+    return safetensors({f"model.layers.{index}.mlp.down_proj.weight": ("F8_E4M3", weight),
+                        f"model.layers.{index}.mlp.down_proj.weight_scale": ("F32", np.full((rows, 1), 0.5, dtype=np.float32)),
+                        f"model.layers.{index}.self_attn.q_proj.weight": bf16((8, 4))})
+
+
+SHARDS = 6
+STREAMED = {**{f"model-{i + 1:05d}-of-{SHARDS:05d}.safetensors": big_shard(i) for i in range(SHARDS)}, "config.json": CONFIG,
+            "tokenizer.json": b'{"model": {}}'}
+SHARD_BYTES = max(len(c) for c in STREAMED.values())
+
+
+@pytest.mark.parametrize("form, copies", [("hub", 1), ("neuron-fp8", 2)])
+def test_a_model_larger_than_the_disk_bound_streams_through_it(s3, tmp_path, form, copies):
+    bound = 2 * copies * SHARD_BYTES  # two shards in flight, with three workers asking
+    assert sum(len(c) for c in STREAMED.values()) > bound
+    repo = FakeRepo(dict(STREAMED), token="hf_secret")
+    disk = PeakDisk(tmp_path / "work")
+    real_upload = s3.client.upload_file
+
+    def upload_sampling_first(path, bucket, key, **kwargs):
+        disk.sample()
+        return real_upload(path, bucket, key, **kwargs)
+
+    s3.client.upload_file = upload_sampling_first
+    modules = [f"layers.{i}.self_attn" for i in range(SHARDS)]
+    prefix = f"weights/org-model/main/{form}/"
+    with FakeHub({"org/model": repo}) as hub, disk:
+        assert run(s3, hub.url, tmp_path, "--scratch-bytes", str(bound), "--bf16-modules", json.dumps(modules),
+                   form=form, prefix=prefix, token="hf_secret") == 0
+    assert len(hub.cdn_requests) == SHARDS and hub.token_seen_by_cdn == []
+    assert SHARD_BYTES <= disk.peak <= bound and disk.samples > SHARDS
+    assert s3.writes[-2:] == [prefix + "manifest.json", prefix + ".complete"]
+    manifest = json.loads(s3.get_object(Bucket=BUCKET, Key=prefix + "manifest.json")["Body"].read())
+    expected = set(STREAMED) | ({"modules_to_not_convert.json"} if form == "neuron-fp8" else set())
+    assert {f["path"] for f in manifest["files"]} == expected
+    for entry in manifest["files"]:
+        body = s3.get_object(Bucket=BUCKET, Key=prefix + "files/" + entry["path"])["Body"].read()
+        assert (len(body), lfs_sha256(body)) == (entry["size"], entry["sha256"])
+    assert not [p for p in (tmp_path / "work").rglob("*") if p.is_file()]  # every local copy deleted
+
+
+def test_a_corrupt_file_in_a_streamed_model_leaves_no_manifest_no_marker_and_no_local_copy(s3, tmp_path, capsys):
+    corrupt = f"model-00004-of-{SHARDS:05d}.safetensors"
+    with FakeHub({"org/model": FakeRepo(dict(STREAMED), corrupt=corrupt)}) as hub:
+        assert run(s3, hub.url, tmp_path, "--scratch-bytes", str(2 * SHARD_BYTES)) == 1
+    assert not {PREFIX + ".complete", PREFIX + "manifest.json"} & keys(s3)
+    assert f"{corrupt} does not verify" in capsys.readouterr().err
+    assert not [p for p in (tmp_path / "work").rglob("*") if p.is_file()]
+
+
+def test_a_file_larger_than_the_bound_fails_before_anything_is_downloaded(s3, tmp_path, capsys):
+    repo = FakeRepo(dict(STREAMED))
+    with FakeHub({"org/model": repo}) as hub:
+        assert run(s3, hub.url, tmp_path, "--scratch-bytes", str(SHARD_BYTES - 1)) == 1
+    assert [r for r in repo.requests if "/resolve/" in r] == [] and keys(s3) == set()
+    assert f"{SHARD_BYTES / 1024:.1f} KiB of local disk, more than the preparation's bound" in capsys.readouterr().err

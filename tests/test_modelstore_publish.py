@@ -20,7 +20,7 @@ BUCKET, ARTIFACT = "models", "compiled/qwen-qwen3-32b/bs4-len1024-tp32-012345678
 
 
 class Client:
-    """A boto3 client that logs every call by name and may hold conditional writes at a barrier."""
+    """A boto3 client that logs every call by name and may hold the commits at a barrier."""
 
     def __init__(self, client, barrier: threading.Barrier | None = None):
         self.client, self.barrier, self.calls = client, barrier, []
@@ -30,7 +30,7 @@ class Client:
 
         def call(*args, **kwargs):
             self.calls.append(name)
-            if name == "put_object" and "IfNoneMatch" in kwargs and self.barrier:
+            if name == "put_object" and kwargs.get("Key", "").endswith(publish.COMMIT_FILE) and self.barrier:
                 self.barrier.wait(timeout=10)
             return method(*args, **kwargs)
         return call
@@ -90,6 +90,8 @@ def test_two_writers_race_and_exactly_one_commits(s3, tmp_path):
     # The committed files are the winner's; the loser's set stays in staging, unread, to expire.
     assert body(s3, f"{ARTIFACT}/files/graphs/model.neff") == f"graph-{winner}".encode()
     assert body(s3, f"staging/{ARTIFACT}/{loser}/files/graphs/model.neff") == f"graph-{loser}".encode()
+    # Both staging sets expire: the loser's never committed, the winner's is in place.
+    assert all(expiring(s3, k) for k in staging_keys(s3, loser) | staging_keys(s3, winner))
 
 
 def test_a_writer_killed_before_its_commit_leaves_nothing_committed(s3, tmp_path, monkeypatch):
@@ -147,6 +149,43 @@ def test_the_sidecar_waits_for_health_and_retries_a_failed_pass(s3, tmp_path):
     publish.run(client, args, sleep=sleeps.append, is_healthy=lambda url: next(health), passes=5)
     assert len(sleeps) == 2  # one unhealthy poll, one failed pass
     assert f"{ARTIFACT}/complete.json" in keys(s3)
+
+
+def expiring(s3, key: str) -> bool:
+    """Whether a lifecycle rule the program gives the bucket (model_store.lifecycle_rules) expires the
+    current version of `key`, by its filter's prefix and tags."""
+    from components.platform.model_store import lifecycle_rules
+
+    tags = {t["Key"]: t["Value"] for t in s3.get_object_tagging(Bucket=BUCKET, Key=key)["TagSet"]}
+    for rule in lifecycle_rules():
+        if rule.get("expiration", {}).get("days") is None:
+            continue
+        condition = rule["filter"].get("and_", rule["filter"])
+        if key.startswith(condition["prefix"]) and all(tags.get(k) == v for k, v in condition.get("tags", {}).items()):
+            return True
+    return False
+
+
+def staging_keys(s3, writer: str) -> set[str]:
+    return {k for k in keys(s3) if k.startswith(f"staging/{ARTIFACT}/{writer}/")}
+
+
+def test_a_committed_set_outlives_the_staging_expiry_until_it_is_in_place(s3, tmp_path, monkeypatch):
+    """The winner dies after its commit, before its copy: its staging set must not expire, however
+    long the next server takes to come; once copied into place it may."""
+    monkeypatch.setattr(publish, "finish", lambda *args: (_ for _ in ()).throw(KeyboardInterrupt("SIGKILL")))
+    with pytest.raises(KeyboardInterrupt):
+        publish.publish_once(s3, BUCKET, ARTIFACT, compiled(tmp_path, "a", "graph-a"), "pod-a")
+    monkeypatch.undo()
+    committed = staging_keys(s3, "pod-a")
+    assert json.loads(body(s3, f"{ARTIFACT}/commit.json"))["staging"] == f"staging/{ARTIFACT}/pod-a/"
+    assert len(committed) == 3 and not [k for k in committed if expiring(s3, k)]
+    restored = tmp_path / "restored"
+    restored.mkdir()
+    (restored / publish.LOCAL_RESTORED).touch()
+    assert publish.publish_once(s3, BUCKET, ARTIFACT, restored, "pod-c") == "committed set pod-a is in place"
+    assert all(expiring(s3, k) for k in committed)
+    assert not [k for k in keys(s3) if k.startswith(f"{ARTIFACT}/") and expiring(s3, k)]
 
 
 class HealthyAtOnce(BaseHTTPRequestHandler):

@@ -74,3 +74,46 @@ def test_zones_are_chosen_among_the_offering_ones_not_by_name():
     assert choose_zones(["us-east-1c", "us-east-1f"], **asked) == ["us-east-1c", "us-east-1f"]
     with pytest.raises(ZoneSelectionError):
         choose_zones(["us-east-1f"], **asked)
+
+
+@pytest.mark.parametrize("stack", ["platform", "qwen3-32b-qwen3-1.7b"])
+def test_s3_traffic_takes_a_gateway_endpoint_on_the_private_route_table(stack):
+    from .conftest import recorded
+
+    recording = recorded(stack)
+    region = load_stack(stack).spec().region
+    (endpoint,) = recording.of_type("aws:ec2/vpcEndpoint:VpcEndpoint")
+    assert (endpoint.inputs["serviceName"], endpoint.inputs["vpcEndpointType"]) == (f"com.amazonaws.{region}.s3", "Gateway")
+    (private,) = [t for t in recording.of_type("aws:ec2/routeTable:RouteTable") if t.name.endswith("-private")]
+    assert endpoint.inputs["routeTableIds"] == [private.outputs["id"]]
+    (policy,) = recording.of_type("aws:ec2/vpcEndpointPolicy:VpcEndpointPolicy")
+    assert policy.inputs["vpcEndpointId"] == endpoint.outputs["id"]
+
+
+@pytest.mark.parametrize("stack", ["platform", "qwen3-32b-qwen3-1.7b"])
+def test_the_endpoint_passes_the_model_store_and_image_layers_and_no_other_bucket(stack):
+    """Every action a role of the program holds on the model bucket crosses the endpoint, so do
+    ECR's image layers (Amazon ECR User Guide: the prod-<region>-starport-layer-bucket); another
+    bucket does not."""
+    from .conftest import recorded
+    from .iam_eval import allows
+
+    recording = recorded(stack)
+    region = load_stack(stack).spec().region
+    endpoint_policy = json.loads(recording.one("aws:ec2/vpcEndpointPolicy:VpcEndpointPolicy").inputs["policy"])
+    bucket = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["arn"]
+    granted = {(action, resource) for role in recording.of_type("aws:iam/rolePolicy:RolePolicy")
+               for statement in json.loads(role.inputs["policy"])["Statement"]
+               for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+               for resource in ([statement["Resource"]] if isinstance(statement["Resource"], str) else statement["Resource"])
+               if action.startswith("s3:") and resource.startswith(bucket)}
+    # A platform's own role (the CSI driver's) reads; a standalone stack's pairing roles also write.
+    assert {a for a, _ in granted} >= ({"s3:GetObject", "s3:ListBucket"} | ({"s3:PutObject"} if stack != "platform" else set()))
+    for action, resource in granted:
+        key = resource.replace("*", "x")
+        assert allows(endpoint_policy, action, key, {"s3:prefix": "weights/"}), (action, resource)
+    assert allows(endpoint_policy, "s3:GetObject", f"arn:aws:s3:::prod-{region}-starport-layer-bucket/sha256/abc")
+    for other in ("arn:aws:s3:::someone-elses-bucket/data", f"arn:aws:s3:::prod-{region}-starport-layer-bucket-2/x"):
+        assert not allows(endpoint_policy, "s3:GetObject", other)
+        assert not allows(endpoint_policy, "s3:PutObject", other)
+    assert not allows(endpoint_policy, "s3:PutObject", f"arn:aws:s3:::prod-{region}-starport-layer-bucket/x")

@@ -63,3 +63,49 @@ def test_the_checks_can_fail():
                                                 "pod.seccompProfile Unconfined"}
     restricted = violations({"containers": [{"name": "c"}], "volumes": [{"name": "x", "nfs": {}}]}, "restricted")
     assert restricted == ["volumes[x] type", "c.allowPrivilegeEscalation", "c.runAsNonRoot", "c.seccompProfile", "c.capabilities.drop ALL"]
+
+
+# --- opt-ins: a non-root server, and a capability added back ------------------------------------
+
+STACK = "qwen3-32b-qwen3-1.7b"
+
+
+def opted_in(serving: dict):
+    """The stack planned with extra `serving` keys."""
+    from offline.stacks import load_stack, run_stack
+
+    base = load_stack(STACK).config["sd-trn2:serving"]
+    return run_stack(load_stack(STACK, {"sd-trn2:serving": {**base, **serving}}))
+
+
+def test_a_server_opted_into_a_user_runs_as_it_and_meets_restricted():
+    """serving.runAs: the pod runs as that user and group, its volumes are the group's (fsGroup),
+    and nothing else falls short of "restricted", so a cluster enforcing it can try the servers.
+    Unverified on Neuron hardware (README, "Security")."""
+    recording = opted_in({"runAs": {"user": 1000, "group": 2000}})
+    servers = [(w, pod) for w, pod in workloads(recording) if w.inputs["kind"] == "Deployment"]
+    assert servers
+    for workload, pod in servers:
+        assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True,
+                                          "runAsUser": 1000, "runAsGroup": 2000, "fsGroup": 2000}, workload.name
+        assert violations(pod, "restricted") == [], workload.name
+        # The publisher keeps its own user: its container context names it.
+        assert pod["initContainers"][0]["securityContext"]["runAsUser"] != 1000
+
+
+def test_a_capability_added_back_reaches_only_the_vllm_container_and_the_namespace_admits_it():
+    """serving.addCapabilities: everything else is still dropped. One outside Pod Security
+    baseline's list can only be admitted by a namespace that enforces no level (privileged); warn
+    and audit stay at restricted, so each admission is still reported."""
+    recording = opted_in({"addCapabilities": ["IPC_LOCK"]})
+    levels = namespace_levels(recording)
+    for workload, pod in workloads(recording):
+        if workload.inputs["kind"] == "Deployment":
+            vllm = pod["containers"][0]
+            assert vllm["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+            assert levels[workload.inputs["metadata"]["namespace"]] == {"enforce": "privileged", "warn": "restricted",
+                                                                        "audit": "restricted"}
+    within_baseline = opted_in({"addCapabilities": ["CHOWN"]})
+    assert {level["enforce"] for level in namespace_levels(within_baseline).values()} == {"baseline"}
+    for workload, pod in workloads(within_baseline):
+        assert violations(pod, "baseline") == [], workload.name

@@ -24,7 +24,7 @@ from moto.ssm.models import Parameter, ssm_backends
 from offline.stacks import load_stack
 from stackconfig import StackSpec
 from stackconfig.source import PROJECT_DIR
-from stackconfig.versions import stack_addons
+from stackconfig.versions import AMI_RELEASE, stack_addons
 from tools.preflight import account, capacity, clis, cost, hub, platform, run
 from tools.preflight.estimate import run_estimate
 
@@ -312,9 +312,9 @@ def test_capacity_block_durations_cover_the_run_in_whole_days_up_to_fourteen():
 
 def test_the_ami_parameter_is_the_one_karpenter_reads():
     assert platform.ami_parameter(spec_of()) == ("/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/neuron/"
-                                                 "amazon-eks-node-al2023-x86_64-neuron-1.35-v20260714/image_id")
+                                                 f"amazon-eks-node-al2023-x86_64-neuron-1.35-{AMI_RELEASE.tag}/image_id")
     assert platform.ami_parameter(spec_of(**ON_1_34)) == ("/aws/service/eks/optimized-ami/1.34/amazon-linux-2023/x86_64/neuron/"
-                                                          "amazon-eks-node-al2023-x86_64-neuron-1.34-v20260714/image_id")
+                                                          f"amazon-eks-node-al2023-x86_64-neuron-1.34-{AMI_RELEASE.tag}/image_id")
 
 
 def test_ami_passes_when_the_public_parameter_exists(moto_endpoint):
@@ -381,15 +381,34 @@ def test_addons_fail_naming_an_unknown_build():
     assert "vpc-cni" not in result.found
 
 
-def test_an_eks_default_the_program_cannot_run_fails():
+def test_an_eks_default_the_program_cannot_run_fails(monkeypatch):
+    """The Mountpoint driver is pinned on 1.35; here it is left to EKS's default, whose build breaks
+    its requirement."""
+    from stackconfig.versions import AddonPin
+
     spec = spec_of()
     answers = offered_as_planned(spec)
     answers["aws-mountpoint-s3-csi-driver"] = [("v1.15.0-eksbuild.1", True)]
     answers["amazon-cloudwatch-observability"] = [("v4.10.3-eksbuild.1", False)]
+    pins = {**stack_addons("1.35", spec.cluster.workload_identity), "aws-mountpoint-s3-csi-driver": AddonPin(None, "EKS's")}
+    monkeypatch.setattr(platform, "stack_addons", lambda *_: pins)
     result = addons_answer(spec, answers)
     assert result.status == "FAIL"
-    assert "aws-mountpoint-s3-csi-driver v1.15.0-eksbuild.1 is not v2.* (EKS default)" in result.found
+    assert "aws-mountpoint-s3-csi-driver v1.15.0-eksbuild.1 is not v2.4.1 or later" in result.found
+    assert "(EKS default)" in result.found
     assert "amazon-cloudwatch-observability: EKS marks no default build and none is pinned" in result.found
+
+
+@pytest.mark.parametrize("kubernetes, build, allowed", [
+    # v2.4.0 (Mountpoint 1.22.0) brought an I/O error race after closing a truncated file; v2.4.1 fixes
+    # it (awslabs/mountpoint-s3-csi-driver CHANGELOG.md). 1.35 is tested from v2.4.0, so 1.35 needs v2.4.1.
+    ("1.35", "v2.4.1-eksbuild.1", True), ("1.35", "v2.9.2-eksbuild.1", True), ("1.35", "v2.4.0-eksbuild.1", False),
+    ("1.35", "v2.3.0-eksbuild.1", False), ("1.34", "v2.3.0-eksbuild.1", True), ("1.34", "v2.4.0-eksbuild.1", False),
+    ("1.34", "v1.15.0-eksbuild.1", False), ("1.34", "v3.0.0-eksbuild.1", False)])
+def test_a_mountpoint_driver_build_with_the_truncation_race_or_untested_on_the_version_is_refused(kubernetes, build, allowed):
+    from stackconfig.versions import addon_requirement
+
+    assert addon_requirement("aws-mountpoint-s3-csi-driver", kubernetes).allows(build) is allowed
 
 
 @pytest.mark.parametrize("build, allowed", [("v1.20.4-eksbuild.1", True), ("v1.22.1-eksbuild.2", True), ("v1.21.2-eksbuild.2", True),
@@ -648,7 +667,7 @@ def test_json_output_for_machines(preflight_env, capsys):
     checks = {r["check"]: r for r in report["results"]}
     assert checks["AMI"]["status"] == "FAIL" and checks["offerings"]["status"] == "PASS"
     assert set(checks) == {"credentials", "CLIs", "offerings", "quota", "reservations", "AMI", "EKS add-ons",
-                           "Kubernetes", "API endpoint", "Hugging Face", "cost"}
+                           "Kubernetes", "API endpoint", "Hugging Face", "model revisions", "checkpoint sizes", "cost"}
     assert checks["cost"]["data"]["perRunUsd"] > 0
 
 
@@ -666,7 +685,7 @@ def test_a_config_error_exits_2(capsys):
     assert "no stack file" in capsys.readouterr().err
 
 
-def test_without_credentials_nothing_raises(moto_server, no_aws_credentials, all_clis, monkeypatch, capsys):
+def test_without_credentials_nothing_raises(moto_server, no_aws_credentials, all_clis, hub_endpoint, monkeypatch, capsys):
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_server)
     assert run.main(["--stack", QWEN]) == 1
     out = capsys.readouterr().out
@@ -677,7 +696,7 @@ def test_without_credentials_nothing_raises(moto_server, no_aws_credentials, all
 # --- make up ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("skip, pulumi_runs", [("", False), ("1", True)])
-def test_make_up_runs_preflight_first_and_stops_on_a_fail(moto_endpoint, tmp_path, fake_bin, skip, pulumi_runs):
+def test_make_up_runs_preflight_first_and_stops_on_a_fail(moto_endpoint, hub_endpoint, tmp_path, fake_bin, skip, pulumi_runs):
     """Against the moto server the AMI parameter is missing: a FAIL, so `pulumi up` never runs,
     unless SKIP_PREFLIGHT=1."""
     make = shutil.which("make", path="/usr/local/bin:/usr/bin:/bin")
@@ -685,8 +704,8 @@ def test_make_up_runs_preflight_first_and_stops_on_a_fail(moto_endpoint, tmp_pat
     fake_bin("pulumi", fake_clis.pulumi(log))
     fake_bin("kubectl", fake_clis.kubectl(tmp_path / "kubectl.log"))
     fake_bin("aws", fake_clis.AWS_CLI)
-    done = subprocess.run([make, "--no-print-directory", "up", f"STACK={QWEN}", f"SKIP_PREFLIGHT={skip}"],
-                          cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([make, "--no-print-directory", "up", f"STACK={QWEN}", f"SKIP_PREFLIGHT={skip}", "ALLOW_OPEN_ENDPOINT=1"],
+                          cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert (["pulumi", "up", "--stack", QWEN] in fake_clis.logged(log)) == pulumi_runs
     assert (done.returncode == 0) == pulumi_runs
     assert ("FAIL  AMI" in done.stdout) != pulumi_runs
@@ -696,7 +715,39 @@ def test_make_up_runs_preflight_first_and_stops_on_a_fail(moto_endpoint, tmp_pat
     assert ("kubectl -n $NS logs -f deploy/vllm-sd" in done.stdout) == pulumi_runs
 
 
-def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis):
+def test_make_up_refuses_an_open_endpoint_it_cannot_ask_about(tmp_path, fake_bin):
+    """QWEN's endpoint is open to 0.0.0.0/0 (the default): with no terminal and no
+    ALLOW_OPEN_ENDPOINT=1, nothing runs, not even the preflight, and the operator is told both ways out."""
+    make = shutil.which("make", path="/usr/local/bin:/usr/bin:/bin")
+    log = tmp_path / "pulumi.log"
+    fake_bin("pulumi", fake_clis.pulumi(log))
+    done = subprocess.run([make, "--no-print-directory", "up", f"STACK={QWEN}", "SKIP_PREFLIGHT=1"],
+                          cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0 and not fake_clis.logged(log)
+    assert "0.0.0.0/0" in done.stderr and "cluster.publicAccessCidrs" in done.stderr and "ALLOW_OPEN_ENDPOINT=1" in done.stderr
+
+
+@pytest.mark.parametrize("cidrs, shared, answer, confirmed", [
+    (["0.0.0.0/0"], False, "y\n", True), (["0.0.0.0/0"], False, "\n", False), (["0.0.0.0/0"], False, None, False),
+    (["203.0.113.0/24"], False, None, True), (["0.0.0.0/0"], True, None, True),
+])
+def test_an_open_endpoint_is_asked_about_only_when_this_stack_creates_the_cluster(monkeypatch, cidrs, shared, answer, confirmed):
+    """At a terminal the operator answers; without one (answer None) an open endpoint is refused. A
+    narrowed endpoint, or a shared pairing (its platform stack made the cluster), asks nothing."""
+    import io
+
+    from tools import up
+
+    stack = SHARED if shared else QWEN
+    spec = load_stack(stack, {} if shared else {"sd-trn2:cluster": {"publicAccessCidrs": cidrs}}).spec()
+    stdin = io.StringIO(answer or "")
+    stdin.isatty = lambda: answer is not None  # type: ignore[method-assign]
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert up.open_endpoint_confirmed(stack, spec, allowed=False) is confirmed
+    assert up.open_endpoint_confirmed(stack, spec, allowed=True) is True
+
+
+def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis, hub_endpoint):
     """run_checks end to end on stubbed clients: the reservation is checked in the zones the
     network spans, the quota is not asked, every AWS answer is used."""
     spec = spec_of(**RESERVED)
@@ -731,7 +782,7 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis)
     status = {r.check: r.status for r in results}
     assert status == {"credentials": "PASS", "CLIs": "PASS", "offerings": "PASS", "quota": "PASS", "reservations": "PASS",
                       "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "API endpoint": "WARN",
-                      "Hugging Face": "PASS", "cost": "WARN"}
+                      "Hugging Face": "PASS", "model revisions": "PASS", "checkpoint sizes": "WARN", "cost": "WARN"}
     (cost_result,) = [r for r in results if r.check == "cost"]
     assert "reserved capacity bills by its own terms" in cost_result.found
 

@@ -91,7 +91,7 @@ def fake_checkov(tmp_path: Path, canary: list[str], stacks: list[tuple[str, str]
 @pytest.fixture
 def scan_out(tmp_path, monkeypatch):
     monkeypatch.setattr(scan, "OUT", tmp_path / "out")
-    monkeypatch.setattr(scan, "render", lambda stacks, out: out.mkdir(parents=True, exist_ok=True) or 1)
+    monkeypatch.setattr(scan, "render", lambda stacks, out: out.mkdir(parents=True, exist_ok=True) or scan.Rendered(1, 1, {}))
 
 
 def test_the_scan_passes_only_when_every_failure_is_allowed_and_every_entry_is_used(tmp_path, scan_out, capsys):
@@ -115,11 +115,40 @@ def test_a_missing_checkov_or_an_unknown_stack_fails_cleanly(tmp_path, scan_out,
     assert "No such file" in err and "unknown stack(s) no-such-stack" in err
 
 
-def test_render_writes_every_kubernetes_object_of_a_stack_as_yaml(tmp_path):
+def test_render_writes_every_kubernetes_object_of_a_stack_as_yaml_and_its_aws_side_as_a_plan(tmp_path):
     from .conftest import STANDALONE, recorded
 
     stack = STANDALONE[0]
-    assert scan.render([stack], tmp_path / "out") == len(recorded(stack).kubernetes_objects())
-    documents = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "out" / stack).glob("*.yaml"))]
+    rendered = scan.render([stack], tmp_path / "out")
+    assert rendered.objects == len(recorded(stack).kubernetes_objects()) and rendered.unconverted == {}
+    plan = json.loads((tmp_path / "out" / "aws" / f"{stack}.json").read_text())
+    assert len(plan["planned_values"]["root_module"]["resources"]) == rendered.aws_resources > 0
+    documents = [yaml.safe_load(p.read_text()) for p in sorted((tmp_path / "out" / "kubernetes" / stack).glob("*.yaml"))]
     assert {d["kind"] for d in documents} >= {"Deployment", "Job", "CronJob", "NetworkPolicy", "Namespace"}
     assert all(d["metadata"]["name"] for d in documents)
+
+
+def test_an_aws_type_the_conversion_does_not_know_fails_the_scan_and_is_named(tmp_path, scan_out, monkeypatch, capsys):
+    monkeypatch.setattr(scan, "render", lambda stacks, out: out.mkdir(parents=True, exist_ok=True)
+                        or scan.Rendered(1, 1, {"s": ["aws:ec2/instance:Instance"]}))
+    used = [(a.check, a.resource.replace("*", "x")) for a in scan.load_allowlist()]
+    assert scan.main(["--checkov", fake_checkov(tmp_path, sorted(scan.CANARY_MUST_FAIL), used)]) == 1
+    assert "NOT SCANNED  s: no Terraform type for aws:ec2/instance:Instance" in capsys.readouterr().out
+
+
+def test_the_aws_canary_is_a_plan_with_an_unencrypted_log_group():
+    """What the canary must make checkov report (CANARY_MUST_FAIL has CKV_AWS_158): a log group with no key."""
+    (canary_plan,) = [c for c in scan.CANARIES if c.suffix == ".json"]
+    plan = json.loads(canary_plan.read_text())
+    (group,) = plan["planned_values"]["root_module"]["resources"]
+    assert group["type"] == "aws_cloudwatch_log_group" and "kms_key_id" not in group["values"]
+    assert "CKV_AWS_158" in scan.CANARY_MUST_FAIL
+
+
+@pytest.mark.parametrize("check, resource", [
+    ("CKV_AWS_158", "aws_cloudwatch_log_group.flow-logs"), ("CKV_AWS_18", "aws_s3_bucket.model-store"),
+    ("CKV2_AWS_12", "aws_vpc.*"), ("CKV2_AWS_64", "*"),
+])
+def test_what_the_aws_side_fixed_may_never_be_excused(tmp_path, check, resource):
+    with pytest.raises(scan.ScanInputError, match=check):
+        scan.load_allowlist(write_allowlist(tmp_path, [entry(check, resource)]))

@@ -169,14 +169,15 @@ def test_variants_fit_the_nodes_they_share(recording, spec):
 
 
 def test_model_bucket_is_private_encrypted_and_tls_only(recording):
-    bucket = recording.one("aws:s3/bucket:Bucket")
+    bucket = recording.one("aws:s3/bucket:Bucket", "model-store")
     assert bucket.inputs["forceDestroy"] is True
-    block = recording.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
+    block = recording.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", "model-store").inputs
     assert all(block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
-    assert recording.one("aws:s3/bucketOwnershipControls:BucketOwnershipControls").inputs["rule"]["objectOwnership"] == "BucketOwnerEnforced"
-    sse = recording.one("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration").inputs
+    assert recording.one("aws:s3/bucketOwnershipControls:BucketOwnershipControls", "model-store").inputs["rule"]["objectOwnership"] == "BucketOwnerEnforced"
+    sse = recording.one("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration", "model-store").inputs
     assert sse["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "AES256"
-    (deny,) = json.loads(recording.one("aws:s3/bucketPolicy:BucketPolicy").inputs["policy"])["Statement"]
+    statements = json.loads(recording.one("aws:s3/bucketPolicy:BucketPolicy", "model-store").inputs["policy"])["Statement"]
+    (deny,) = [s for s in statements if s["Sid"] == "DenyNonTlsAccess"]
     assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
     # The bucket itself (ListBucket) and every object (Get/Put): both must refuse plain HTTP.
     arn = bucket.outputs["arn"]
@@ -185,7 +186,7 @@ def test_model_bucket_is_private_encrypted_and_tls_only(recording):
 
 def test_retained_model_store_is_not_force_destroyed():
     recording = run_stack(load_stack("qwen3-32b-qwen3-1.7b", {"sd-trn2:modelStore": {"retainOnDestroy": True}}))
-    assert recording.one("aws:s3/bucket:Bucket").inputs["forceDestroy"] is False
+    assert recording.one("aws:s3/bucket:Bucket", "model-store").inputs["forceDestroy"] is False
 
 
 def test_csi_driver_role_reads_only_what_servers_mount(recording):
@@ -217,7 +218,7 @@ def test_mountpoint_gets_region_and_throughput_it_cannot_detect(recording, spec)
 
 
 def test_one_read_only_volume_per_prefix_the_servers_read_each_bound_to_its_own_claim(recording, spec):
-    bucket = recording.one("aws:s3/bucket:Bucket").outputs["id"]
+    bucket = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["id"]
     volumes = {v.inputs["metadata"]["name"]: v.inputs["spec"] for v in recording.of_type("kubernetes:core/v1:PersistentVolume")}
     claims = {c.inputs["metadata"]["name"]: c.inputs for c in recording.of_type("kubernetes:core/v1:PersistentVolumeClaim")}
     prefixes = []
@@ -306,3 +307,39 @@ def test_stack_outputs_per_variant(recording, spec):
     for variant in spec.variants:
         assert outputs["endpoints"][variant.name] == f"http://vllm-{variant.name}.{spec.namespace}.svc.cluster.local:8000/v1"
         assert outputs["artifactPrefixes"][variant.name] == f"s3://{outputs['modelBucket']}/{variant.artifact_path}/"
+
+
+def test_the_model_bucket_logs_its_requests_to_a_hardened_bucket_only_s3_logging_writes(recording, spec):
+    """CKV_AWS_18 (`make scan`): server access logs of the model bucket go to a log bucket of the
+    program's own, which is private, encrypted and TLS-only, and which only S3's logging service may
+    write to, for this bucket of this account (S3 user guide, "Enabling Amazon S3 server access logging")."""
+    from components.platform.model_store import ACCESS_LOG_PREFIX
+
+    from .iam_eval import allows
+
+    models = recording.one("aws:s3/bucket:Bucket", "model-store")
+    logs = recording.one("aws:s3/bucket:Bucket", "model-store-access-logs")
+    logging = recording.one("aws:s3/bucketLogging:BucketLogging").inputs
+    assert (logging["bucket"], logging["targetBucket"], logging["targetPrefix"]) == (
+        models.outputs["id"], logs.outputs["id"], ACCESS_LOG_PREFIX)
+    name = "model-store-access-logs"
+    block = recording.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock", name).inputs
+    assert all(block[k] is True for k in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"))
+    assert recording.one("aws:s3/bucketOwnershipControls:BucketOwnershipControls", name).inputs["rule"]["objectOwnership"] == "BucketOwnerEnforced"
+    sse = recording.one("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration", name).inputs
+    assert sse["rules"][0]["applyServerSideEncryptionByDefault"]["sseAlgorithm"] == "AES256"
+    (expiry, _) = recording.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", name).inputs["rules"]
+    assert expiry["expiration"]["days"] == spec.cluster.log_retention_days
+    policy = json.loads(recording.one("aws:s3/bucketPolicy:BucketPolicy", name).inputs["policy"])
+    logging_service = ("Service", "logging.s3.amazonaws.com")
+    key = f"{logs.outputs['arn']}/{ACCESS_LOG_PREFIX}2026-11-27-00-00-00-ABCDEF"
+    ours = {"aws:SourceArn": models.outputs["arn"], "aws:SourceAccount": "123456789012", "aws:SecureTransport": "true"}
+    assert allows(policy, "s3:PutObject", key, ours, principal=logging_service)
+    for other in ({**ours, "aws:SourceArn": "arn:aws:s3:::someone-elses-bucket"}, {**ours, "aws:SourceAccount": "210987654321"},
+                  {**ours, "aws:SecureTransport": "false"}):
+        assert not allows(policy, "s3:PutObject", key, other, principal=logging_service), other
+    assert not allows(policy, "s3:PutObject", f"{logs.outputs['arn']}/elsewhere/x", ours, principal=logging_service)
+    assert not allows(policy, "s3:PutObject", key, ours, principal=("AWS", "arn:aws:iam::123456789012:role/x"))
+    # The delivery policy exists before logging is turned on.
+    assert recording.depends_on(recording.one("aws:s3/bucketLogging:BucketLogging"),
+                                recording.one("aws:s3/bucketPolicy:BucketPolicy", name))

@@ -94,9 +94,9 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'met
     ({"benchmark.samplingParams": {"max_tokens": 5, "stream": False, "temperature": -1}}, [
         ("benchmark.samplingParams.max_tokens", "is set by the benchmark itself; not allowed here (max_tokens, messages, model, stream, stream_options)"),
         ("benchmark.samplingParams.stream", "is set by the benchmark itself; not allowed here (max_tokens, messages, model, stream, stream_options)"),
-        ("benchmark.samplingParams.temperature", "must be a number >= 0, got -1")]),
-    ({"benchmark.samplingParams.temperature": True}, [("benchmark.samplingParams.temperature", "must be a number >= 0, got True")]),
-    ({"benchmark.samplingParams.temperature": "0"}, [("benchmark.samplingParams.temperature", "must be a number >= 0, got '0'")]),
+        ("benchmark.samplingParams.temperature", "must be a number in [0, 2], got -1")]),
+    ({"benchmark.samplingParams.temperature": True}, [("benchmark.samplingParams.temperature", "must be a number in [0, 2], got True")]),
+    ({"benchmark.samplingParams.temperature": "0"}, [("benchmark.samplingParams.temperature", "must be a number in [0, 2], got '0'")]),
     ({"benchmark.metricsNamespace": "AWS/Mine"}, [("benchmark.metricsNamespace", f"'AWS/Mine' {NAMESPACE}")]),
     ({"benchmark.metricsNamespace": ""}, [("benchmark.metricsNamespace", f"'' {NAMESPACE}")]),
     ({"benchmark.metricsNamespace": "n" * 256}, [("benchmark.metricsNamespace", f"'{'n' * 256}' {NAMESPACE}")]),

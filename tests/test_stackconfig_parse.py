@@ -84,8 +84,8 @@ def test_a_stack_name_too_long_for_its_names():
 
 PAIRING_KEYS = ("benchmark, capacity, cluster, huggingFaceToken, modelRevisions, modelStore, models, platform, serving, stackKind, study, "
                 "tags, variants")
-SERVING_KEYS = ("devicesPerVariant, engine, environment, image, logicalNeuronCores, maxModelLen, maxNumBatchedTokens, maxNumSeqs, "
-                "neuronConfig, nodeCachePath, seccompProfile, target, tensorParallelSize")
+SERVING_KEYS = ("addCapabilities, devicesPerVariant, engine, environment, image, logicalNeuronCores, maxModelLen, maxNumBatchedTokens, "
+                "maxNumSeqs, neuronConfig, nodeCachePath, runAs, seccompProfile, target, tensorParallelSize")
 
 
 @pytest.mark.parametrize("values, problems", [

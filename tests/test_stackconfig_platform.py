@@ -8,6 +8,7 @@ import pytest
 from stackconfig import ConfigError, PlatformSpec, parse_stack_config
 from stackconfig.model import CapacitySettings, ClusterSettings
 from stackconfig.source import PROJECT
+from stackconfig.versions import AMI_RELEASE
 
 from .stackconfig_helpers import (
     SMALL,
@@ -29,7 +30,7 @@ def test_defaults_of_a_standalone_pairing():
     assert spec.platform == PlatformSpec(project=PROJECT, stack="test", region="us-east-2", cluster=DEFAULT_CLUSTER,
                                          instance_type="trn2.48xlarge", retain_model_store=False, tags={})
     assert spec.capacity == CapacitySettings(instance_type="trn2.48xlarge", capacity_type="on-demand", reservation_ids=(),
-                                             ami_alias="al2023@v20260714", root_volume_gib=200)
+                                             ami_alias=AMI_RELEASE.alias, root_volume_gib=200)
     assert (spec.shared, spec.platform_reference, spec.cluster, spec.retain_model_store) == (False, None, DEFAULT_CLUSTER, False)
 
 

@@ -136,3 +136,15 @@ def test_an_unreadable_project_file_is_a_config_error_naming_it(tmp_path):
         project(tmp_path, "name: [demo\n")
     assert caught.value.stack == "Pulumi"
     assert caught.value.problems == [("Pulumi.yaml", "is not valid YAML at line 2, column 1: expected ',' or ']', but got '<stream end>'")]
+
+
+def test_the_deep_nesting_error_names_the_keys_and_list_positions_leading_there():
+    """A value nested past what the YAML loader can recurse through is reported under its keys,
+    list positions included where a key follows them (read without recursion)."""
+    from stackconfig.source import _key_of_deep_nesting
+
+    deep = "[" * 300 + "]" * 300
+    assert _key_of_deep_nesting(f"config:\n  aws:region: {deep}\n") == "config.aws:region"
+    variants = f"config:\n  sd-trn2:variants:\n    - {{name: a}}\n    - name: b\n      neuronConfig: {{kernels: {deep}}}\n"
+    assert _key_of_deep_nesting(variants) == "config.sd-trn2:variants[1].neuronConfig.kernels"
+    assert _key_of_deep_nesting(deep) == ""

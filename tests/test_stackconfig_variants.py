@@ -46,7 +46,7 @@ def test_an_eagle3_head_on_the_plugin():
 
 
 DFLASH_HEAD = {"example/Llama-3.1-8B-Instruct-dflash": {
-    "tokenizerFamily": "llama3", "gated": False, "paramsBillion": 0.6, "kind": "dflash-head", "draftFor": ["meta-llama/Llama-3.1-8B-Instruct"]}}
+    "tokenizerFamily": "llama3", "gated": False, "paramsBillion": 0.6, "checkpointBytes": 12 * 10 ** 8, "kind": "dflash-head", "draftFor": ["meta-llama/Llama-3.1-8B-Instruct"]}}
 
 
 def test_every_variant_setting_lands_in_the_variant():
@@ -263,6 +263,17 @@ def test_two_variants_that_would_compile_into_one_folder():
     assert problem_list(values) == [("variants", f"two variants compile into the same path {path}; they would overwrite each other")]
 
 
+def test_a_compiler_variable_in_the_environment_compiles_into_a_path_of_its_own():
+    """NEURON_CC_FLAGS reaches neuronx-cc: graphs built without it must not be loaded with it."""
+    plain = parse(SMALL).variant("base").artifact_path
+    flagged = parse(with_edits(SMALL, {"serving.environment": {"NEURON_CC_FLAGS": "--auto-cast=none"}})).variant("base")
+    other = parse(with_edits(SMALL, {"serving.environment": {"NEURON_CC_FLAGS": "-O1"}})).variant("base")
+    assert len({plain, flagged.artifact_path, other.artifact_path}) == 3
+    assert flagged.compile_settings["environment"] == {"NEURON_CC_FLAGS": "--auto-cast=none"}
+    # A stack without variables keeps the path it had before the environment entered the fingerprint.
+    assert "environment" not in parse(SMALL).variant("base").compile_settings
+
+
 DFLASH = with_edits(PLUGIN, {"models": DFLASH_HEAD, "variants.1.draft": "example/Llama-3.1-8B-Instruct-dflash",
                              "serving.devicesPerVariant": 2})
 
@@ -292,7 +303,7 @@ def test_dflash_limits(edits, problems):
 
 
 def test_an_eagle_head_on_the_legacy_engine_switches_eagle_speculation_on():
-    head = {"example/Qwen3-32B-eagle": {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5, "kind": "eagle-head",
+    head = {"example/Qwen3-32B-eagle": {"tokenizerFamily": "qwen3", "gated": False, "paramsBillion": 0.5, "checkpointBytes": 10 ** 9, "kind": "eagle-head",
                                         "draftFor": ["Qwen/Qwen3-32B"]}}
     sd = parse(with_edits(SMALL, {"models": head, "variants.1.draft": "example/Qwen3-32B-eagle",
                                   "variants.1.speculationMethod": "eagle"})).variant("sd")

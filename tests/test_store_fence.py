@@ -128,20 +128,25 @@ def test_the_driver_reads_only_what_servers_mount(stack):
     assert not allows(policy, "s3:ListBucket", arn)  # a list without a prefix is the whole bucket
 
 
+def rule_prefix(rule: dict) -> str:
+    """The key prefix a lifecycle rule's filter names, alone or in an `and` with tags."""
+    return rule["filter"].get("prefix", rule["filter"].get("and", {}).get("prefix"))
+
+
 @pytest.mark.parametrize("stack", [STANDALONE[0], "platform"])
 def test_results_are_versioned_and_no_lifecycle_rule_expires_them(stack):
     recording = recorded(stack)
     (versioning,) = recording.of_type("aws:s3/bucketVersioning:BucketVersioning")
     assert versioning.inputs["versioningConfiguration"]["status"] == "Enabled"
-    (lifecycle,) = recording.of_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+    lifecycle = recording.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "model-store")
     assert versioning.urn in lifecycle.dependencies  # versions exist before rules about them
     result = f"{RESULTS_ROOT}some-pairing/run-1/run.json"
-    covering = [r for r in lifecycle.inputs["rules"] if result.startswith(r["filter"]["prefix"])]
+    covering = [r for r in lifecycle.inputs["rules"] if result.startswith(rule_prefix(r))]
     assert covering, "the cleanup rules cover the whole bucket"
     for rule in covering:
         assert "noncurrentVersionExpiration" not in rule and "transitions" not in rule, rule["id"]
         assert rule.get("expiration", {}).get("days") is None, rule["id"]
-    expiring_versions = {r["filter"]["prefix"] for r in lifecycle.inputs["rules"] if "noncurrentVersionExpiration" in r}
+    expiring_versions = {rule_prefix(r) for r in lifecycle.inputs["rules"] if "noncurrentVersionExpiration" in r}
     assert expiring_versions == {"weights/", "compiled/", "cache/", "staging/"}
 
 
@@ -163,3 +168,36 @@ def test_the_evaluator_can_fail():
                               "Condition": {"IpAddress": {"aws:SourceIp": "10.0.0.0/8"}}}]}
     with pytest.raises(NotImplementedError):
         decide(unknown, "s3:GetObject", f"{arn}/x")
+
+
+def webhook_injected(pod: dict) -> set[str]:
+    """The containers the EKS pod identity webhook hands the service account's AWS credentials to:
+    every container and init container but those the pod's `eks.amazonaws.com/skip-containers`
+    annotation names, in IRSA and in Pod Identity (container credentials) mode alike
+    (aws/amazon-eks-pod-identity-webhook@3bf80a34 pkg/handler/handler.go: getContainersToSkip, used
+    by both branches of buildPodPatchConfig). Nothing else in the pod reaches them: no container
+    mounts a Kubernetes token and IMDS is out of reach at hop limit 1."""
+    spec = pod["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    skipped = set(pod["metadata"].get("annotations", {}).get("eks.amazonaws.com/skip-containers", "").split(","))
+    return {c["name"] for c in spec.get("initContainers", []) + spec["containers"]} - skipped
+
+
+WRITES = ("s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload", "s3:DeleteObject", "s3:PutObjectTagging")
+
+
+@pytest.mark.parametrize("stack", STANDALONE[:1] + SHARED[:1])
+def test_each_container_of_a_server_reaches_only_the_aws_actions_it_uses(stack):
+    """Per container of every server pod, which S3 actions on which kind of key it can reach: the
+    publisher its own compiled and staging sets, the vLLM server (root, serving requests) none."""
+    recording, spec = recorded(stack), stack_spec(stack)
+    policy, arn = role_documents(recording, "server-access-role")[1], bucket_arn(recording)
+    keys = every_key(spec, arn)
+    for deployment in recording.of_type("kubernetes:apps/v1:Deployment"):
+        pod = deployment.inputs["spec"]["template"]
+        credentials = webhook_injected(pod)
+        reachable = {c["name"]: {(action, kind) for action in WRITES for kind, key in keys.items()
+                                 if c["name"] in credentials and allows(policy, action, key)}
+                     for c in pod["spec"]["initContainers"] + pod["spec"]["containers"]}
+        assert reachable["vllm"] == set()
+        assert {kind for action, kind in reachable["publisher"] if action == "s3:PutObject"} == WHO_WRITES["server-access-role"]

@@ -46,18 +46,24 @@ def test_study_stacks_plan_in_both_modes(stack, mode, preview):
         assert deployment.ignore_changes == (["spec.replicas"] if sequential else [])
     rules = benchmark_rules(recording)
     servers = sorted(deployments)
-    tuner = [r for r in recording.of_type(ROLE) if r.inputs["metadata"]["name"] == "llmperf-tuner"]
-    if sequential:
-        (role,) = tuner
-        assert role.inputs["rules"] == [
-            {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": [f"vllm-{v.name}" for v in spec.variants],
-             "verbs": ["get", "patch"]},
-            {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
-    else:
-        assert tuner == []
-    # Whatever the mode, the benchmark's account can change nothing but its servers' replica counts.
+    (role,) = [r for r in recording.of_type(ROLE) if r.inputs["metadata"]["name"] == "llmperf-tuner"]
+    lease_rules = [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+                   {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["llmperf-tuner"],
+                    "verbs": ["get", "update"]}]
+    scale_rules = [{"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": [f"vllm-{v.name}" for v in spec.variants],
+                    "verbs": ["get", "patch"]}]
+    assert role.inputs["rules"] == [*lease_rules, *(scale_rules if sequential else []),
+                                    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
+    # Whatever the mode, the benchmark's account can change nothing but its servers' replica counts
+    # and its own lease (one tuner per study: benchmark/lease.py).
     for server in servers:
         assert allowed(rules, "apps", "deployments/scale", "patch", server) == sequential
+    assert allowed(rules, "coordination.k8s.io", "leases", "create", None)
+    for verb in ("get", "update"):
+        assert allowed(rules, "coordination.k8s.io", "leases", verb, "llmperf-tuner")
+        assert not allowed(rules, "coordination.k8s.io", "leases", verb, "kube-controller-manager")
+    for verb in ("delete", "patch", "list"):
+        assert not allowed(rules, "coordination.k8s.io", "leases", verb, "llmperf-tuner" if verb != "list" else None)
     for verb, group, resource, name in [("patch", "apps", "deployments", servers[0]), ("update", "apps", "deployments/scale", servers[0]),
                                         ("patch", "apps", "deployments/scale", "coredns"), ("delete", "", "pods", None),
                                         ("create", "apps", "deployments", None), ("patch", "apps", "statefulsets/scale", servers[0]),
@@ -208,7 +214,7 @@ def test_the_tuner_reads_back_its_own_pairings_results_only():
         spec = load_stack(stack).spec()
         recording = run_stack(load_stack(stack))
         _, policy = role_documents(recording, "benchmark-runner")
-        bucket = recording.one("aws:s3/bucket:Bucket").outputs["arn"]
+        bucket = recording.one("aws:s3/bucket:Bucket", "model-store").outputs["arn"]
         key = f"{spec.results_prefix}study-0123456789-llmperf-1a2b3c4d/study.json"
         assert allows(policy, "s3:GetObject", f"{bucket}/{key}") == resumes
         assert allows(policy, "s3:ListBucket", bucket, {"s3:prefix": key}) == resumes

@@ -128,7 +128,7 @@ def test_results_of_a_study_stack_fetch_the_latest_study_and_write_its_tuning_re
     # The later study by its record, though its id sorts first.
     assert STUDY_ID < "study-aaaaaaaaaa" and [p.name for p in out.iterdir() if p.is_dir()] == [STUDY_ID]
     printed = capsys.readouterr().out
-    assert f"  {STUDY_ID}: incomplete: failed configurations: d2-k4\n" in printed and "Best: **d1-k4**" in printed
+    assert f"  {STUDY_ID}: incomplete: failed configurations: d2-k4\n" in printed and "| **overall** | **d1-k4** |" in printed
     assert (out / "tuning.md").exists() and (out / f"{STUDY_ID}-heatmap.png").exists()
 
 
@@ -151,6 +151,32 @@ def test_benchmark_runs_kubectl_on_the_stack_kubeconfig_and_namespace(tmp_path, 
     assert not (tmp_path / kubeconfig_path).exists()
     out = capsys.readouterr()
     assert SECRET_MARKER not in out.out + out.err and CLUSTER in out.out
+
+
+@pytest.mark.parametrize("renewed_s_ago, refused", [(30, True), (600, False), (None, False)])
+def test_benchmark_refuses_while_a_study_runs(tmp_path, aws_credentials, fake_bin, capsys, renewed_s_ago, refused):
+    """On a study stack, a second Job's tuner would wait for the running one: `make benchmark`
+    says so instead, naming the study, while its lease is held; a lapsed or absent lease is none."""
+    from benchmark.lease import micro_time
+
+    now = datetime.now(timezone.utc)
+    lease = None if renewed_s_ago is None else {
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "llmperf-tuner", "namespace": NAMESPACE},
+        "spec": {"holderIdentity": "study-0123456789-llmperf-1a2b3c4d (pod llmperf-1a2b3c4d-x7k2p)", "leaseDurationSeconds": 120,
+                 "renewTime": micro_time(now.timestamp() - renewed_s_ago)}}
+    kubectl_log = tmp_path / "kubectl.log"
+    fake_bin("pulumi", fake_clis.pulumi(tmp_path / "pulumi.log", deployed_outputs()))
+    fake_bin("kubectl", fake_clis.kubectl(kubectl_log, lease=lease))
+    fake_bin("aws", fake_clis.AWS_CLI)
+    assert rerun_benchmark.main(["--stack", "qwen3-32b-study"]) == (1 if refused else 0)
+    calls = [c["argv"][5:] for c in logged(kubectl_log)]
+    assert calls[0] == ["get", "lease", "llmperf-tuner", "--ignore-not-found", "--output", "json"]
+    if refused:
+        assert calls == calls[:1]
+        assert (f"a study is running in {NAMESPACE}: study-0123456789-llmperf-1a2b3c4d (pod llmperf-1a2b3c4d-x7k2p) holds lease "
+                "llmperf-tuner") in one_line_error(capsys)
+    else:
+        assert calls[1][:2] == ["create", "job"]
 
 
 def test_benchmark_job_names_are_timestamped():

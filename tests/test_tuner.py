@@ -3,6 +3,8 @@ vLLM servers on 127.0.0.1, with the study's results in (moto) S3: sequential sca
 runs more than a baseline and one SD configuration, a failed configuration recorded, and a killed
 run resumed without redoing finished work."""
 import json
+import threading
+import time
 from pathlib import Path
 
 import boto3
@@ -11,6 +13,7 @@ import pytest
 from moto import mock_aws
 
 from benchmark import driver, tuner
+from benchmark.lease import Lease, micro_time
 from benchmark.telemetry import KubernetesApi
 from components.pairing.benchmark import run_config
 from components.pairing.benchmark_access import tuner_rules
@@ -63,17 +66,34 @@ class Cluster:
         for fake in self.fakes.values():
             fake.__exit__(*exc)
 
-    def run(self, results_dir: Path, llmperf: Path, runner):
-        """One pod of the study: its own (empty) results folder, the stack's S3 prefix."""
-        hooks = quiet_hooks(runner=runner, poll_s=0, upload=driver.S3Mirror(self.s3, "models", self.spec.results_prefix, results_dir),
+    def run(self, results_dir: Path, llmperf: Path, runner, refused: tuple[str, ...] = (), study_id: str | None = None):
+        """One pod of the study: its own (empty) results folder, the stack's S3 prefix; uploads of
+        the keys ending in `refused` fail (as S3 would refuse them, every retry). Another
+        `study_id` is another Job's study (`make benchmark`)."""
+        hooks = quiet_hooks(runner=runner, poll_s=0, upload=RefusingMirror(self.s3, "models", self.spec.results_prefix, results_dir,
+                                                                           refused),
                             healthy=driver.http_healthy)
         hooks.uploaded = hooks.upload.exists
         wiring = tuner.production_tuner(self.config, None, hooks)  # outside a cluster: no scaler yet
         wiring.scaler = tuner.KubernetesScaler(KubernetesApi(self.api.address, TOKEN), self.spec.namespace)
-        return tuner.run_study(self.config, results_dir, llmperf, hooks, wiring)
+        # As production_tuner wires it, with seconds where the pod has minutes.
+        wiring.lease = Lease(wiring.scaler.api, self.spec.namespace, f"{study_id or self.config['study']['id']} (pod {results_dir.name})",
+                             duration_s=2, renew_s=0.2, poll_s=0.05)
+        return tuner.run_study(self.config, results_dir, llmperf, hooks, wiring, study_id)
 
     def stored(self, key: str) -> dict:
         return json.loads(self.s3.get_object(Bucket="models", Key=self.spec.results_prefix + key)["Body"].read())
+
+
+class RefusingMirror(driver.S3Mirror):
+    def __init__(self, client, bucket, prefix, results_dir, refused: tuple[str, ...]):
+        super().__init__(client, bucket, prefix, results_dir)
+        self.refused = refused
+
+    def __call__(self, path: Path) -> None:
+        if self.key(path).endswith(self.refused):
+            raise ConnectionError(f"upload of {self.key(path)} refused")
+        super().__call__(path)
 
 
 def workload_name_to_variant(name: str) -> str:
@@ -83,8 +103,10 @@ def workload_name_to_variant(name: str) -> str:
 def test_sequential_study_serves_a_baseline_and_one_sd_at_a_time_records_failure_and_resumes(tmp_path, llmperf):
     spec = study_spec()
     assert spec.tuned_servers == spec.variants and spec.pairs_fit_together and spec.node_count == 1
-    # Killed at the third case of the third configuration measured: the baseline and
-    # qwen3-0-6b-k5 are done, qwen3-0-6b-k15 recorded failed, qwen3-1-7b-k5 half measured.
+    # Repeats interleave: repeat 1 of every configuration, each block the baseline and the
+    # configuration per test case. Killed at the third case of the fourth block: repeat 1 of
+    # qwen3-0-6b-k5 and qwen3-1-7b-k5 measured, qwen3-0-6b-k15 recorded failed (nothing measured
+    # beside it), qwen3-1-7b-k15 half measured.
     calls, killed_after = [], 10
     inner = one_request_runner(calls)
 
@@ -104,8 +126,9 @@ def test_sequential_study_serves_a_baseline_and_one_sd_at_a_time_records_failure
 
         resumed_at = len(cluster.api.history)
         second = cluster.run(tmp_path / "pod-2", llmperf, inner)
-        # What the first pod finished or saw fail is not started again.
-        assert set().union(*cluster.api.history[resumed_at:]) == {"vllm-base", "vllm-qwen3-1-7b-k5", "vllm-qwen3-1-7b-k15"}
+        # What the first pod saw fail is not started again; the rest of the repeat and repeat 2 run.
+        assert cluster.api.history[resumed_at:resumed_at + 2] == [{"vllm-base"}, {"vllm-base", "vllm-qwen3-1-7b-k15"}]
+        assert "vllm-qwen3-0-6b-k15" not in set().union(*cluster.api.history[resumed_at:])
 
         study = cluster.config["study"]
         sd = [v.name for v in spec.variants if v.is_speculative]
@@ -124,16 +147,26 @@ def test_sequential_study_serves_a_baseline_and_one_sd_at_a_time_records_failure
         assert outcome["status"] == "failed" and COMPILE_ERROR in outcome["reason"] and "exited 1 (Error) 2 times" in outcome["reason"]
         assert [c for c, o in second["configurations"].items() if o["status"] != "done"] == ["qwen3-0-6b-k15"]
         assert (second["status"], second["reason"]) == ("incomplete", "failed configurations: qwen3-0-6b-k15")
-        # Resumed: every (repeat, variant, test case) measured exactly once across both pods.
-        measured = [(c["repeat"], c["variant"], c["testCase"]) for c in second["cases"]]
-        expected = {(r, v.name, t) for r in (1, 2) for v in spec.variants if v.name != "qwen3-0-6b-k15"
-                    for t in spec.benchmark.test_cases}
-        assert sorted(measured) == sorted(expected) and len(measured) == len(set(measured))
+        # Resumed: every (repeat, configuration, test case) measured exactly once across both pods,
+        # and the baseline once beside each, in its block.
+        measured = [(c["repeat"], c["variant"], c["testCase"], c["beside"]) for c in second["cases"]]
+        measured_sd = [v.name for v in spec.variants if v.is_speculative and v.name != "qwen3-0-6b-k15"]
+        expected = {(r, name, t, None) for r in (1, 2) for name in measured_sd for t in spec.benchmark.test_cases} | {
+            (r, "base", t, name) for r in (1, 2) for name in measured_sd for t in spec.benchmark.test_cases}
+        assert sorted(measured, key=str) == sorted(expected, key=str) and len(measured) == len(set(measured))
+        # In order: repeat 1 of every configuration before repeat 2 of any; within a block, the
+        # baseline then the configuration, per test case.
+        assert [c["repeat"] for c in second["cases"]] == sorted(c["repeat"] for c in second["cases"])
+        assert [(c["variant"], c["beside"]) for c in second["cases"][:2]] == [("base", "qwen3-0-6b-k5"), ("qwen3-0-6b-k5", None)]
         assert len(calls) == len(expected)  # LLMPerf ran once per case: nothing redone after the kill
         assert cluster.stored(f"{study['id']}/study.json") == second
         # The cases' folders are where the report reads them (benchmark/results.py).
         key = f"{study['id']}/repeat-2/qwen3-1-7b-k5/counting/case.json"
         assert cluster.stored(key)["variant"] == "qwen3-1-7b-k5"
+        assert cluster.stored(f"{study['id']}/repeat-2/beside-qwen3-1-7b-k5/base/counting/case.json")["variant"] == "base"
+        # Progress: i of N, what the study's record carries.
+        assert second["progress"]["done"] == second["progress"]["total"] == len(expected) + 2 * 2 * 2  # the failed one's cases
+        assert second["progress"]["etaSeconds"] == 0
         # Scaled through the subresource, as the tuner's field manager (docs/facts.md "Tuning study").
         patches = [r for r in cluster.api.requests if r[0] == "PATCH"]
         assert all(p[1].endswith("/scale?fieldManager=sd-trn2-tuner") for p in patches)
@@ -146,6 +179,7 @@ def test_one_server_at_a_time_when_a_pair_does_not_fit(tmp_path, llmperf):
     spec = load_stack(stack, {
         "sd-trn2:serving": {**raw["sd-trn2:serving"], "devicesPerVariant": 16},
         "sd-trn2:study": {**raw["sd-trn2:study"], "windows": [7], "drafts": ["Qwen/Qwen3-1.7B"], "repeats": 1},
+        "sd-trn2:modelRevisions": {m: c for m, c in raw["sd-trn2:modelRevisions"].items() if m != "Qwen/Qwen3-0.6B"},
         "sd-trn2:benchmark": {**raw["sd-trn2:benchmark"], "requestsPerTestCase": 1, "testCases": {"sonnets": None}},
     }).spec()
     assert not spec.pairs_fit_together and spec.node_count == 1 and spec.parallel_node_count == 2
@@ -235,9 +269,10 @@ def test_a_failed_baseline_is_not_kept_up_beside_the_sd_configurations(tmp_path,
         record = cluster.run(tmp_path / "pod", llmperf, one_request_runner([]))
     assert record["configurations"]["base"]["status"] == "failed"
     assert all(o["status"] == "done" for n, o in record["configurations"].items() if n != "base")
-    # Once it failed, the baseline never ran beside an SD configuration.
-    first_sd = next(i for i, up in enumerate(cluster.api.history) if any("k5" in n for n in up))
-    assert all("vllm-base" not in up for up in cluster.api.history[first_sd:])
+    # Scaled up once, in the first block: once it failed, it never ran beside an SD configuration again.
+    started = [r for r in cluster.api.requests if r[0] == "PATCH" and "/vllm-base/" in r[1] and r[2]["spec"]["replicas"]]
+    assert len(started) == 1
+    assert all("vllm-base" not in up for up in cluster.api.history[cluster.api.history.index(frozenset({"vllm-qwen3-0-6b-k5"})):])
 
 
 def test_leftovers_of_a_killed_pod_are_scaled_down_and_evicted_pods_are_not_waited_for(tmp_path, llmperf):
@@ -286,3 +321,93 @@ def test_api_blips_are_retried_and_refusals_are_not():
     with pytest.raises(urllib.error.HTTPError):
         tuner.retried(forbidden, sleep=sleeps.append)
     assert len(calls) == 1
+
+
+def test_a_case_whose_upload_failed_is_measured_again_on_resume(tmp_path, llmperf):
+    """The first pod records a case in study.json, but its requests never reach S3, and the pod is
+    killed; the next pod measures that case again (and nothing else twice), so the report does not
+    silently lack a repeat."""
+    spec = study_spec(windows=(5,), repeats=1)
+    calls = []
+    inner = one_request_runner(calls)
+    lost = "repeat-1/beside-qwen3-0-6b-k5/base/counting/requests.jsonl"
+
+    def killing_runner(*args):
+        if len(calls) == 3:
+            raise driver.Terminated("received signal 15 (Job deadline or pod deletion)")
+        return inner(*args)
+
+    with Cluster(spec) as cluster:
+        study_id = cluster.config["study"]["id"]
+        first = cluster.run(tmp_path / "pod-1", llmperf, killing_runner, refused=(lost,))
+        assert first["status"] == "failed" and len(first["cases"]) == 3
+        assert ("base", "counting") in {(c["variant"], c["testCase"]) for c in cluster.stored(f"{study_id}/study.json")["cases"]}
+        second = cluster.run(tmp_path / "pod-2", llmperf, inner)
+        assert second["status"] == "complete"
+        kept = cluster.s3.get_object(Bucket="models", Key=f"{spec.results_prefix}{study_id}/{lost}")["Body"].read()
+        assert kept.strip()
+    measured = [(c["repeat"], c["variant"], c["testCase"], c["beside"]) for c in second["cases"]]
+    sd = [v.name for v in spec.variants if v.is_speculative]
+    expected = {(1, n, t, None) for n in sd for t in spec.benchmark.test_cases} | {
+        (1, "base", t, n) for n in sd for t in spec.benchmark.test_cases}
+    assert sorted(measured, key=str) == sorted(expected, key=str)
+    # LLMPerf ran for the two stored cases once, for the lost one twice, for the rest once.
+    assert len(calls) == len(expected) + 1
+    assert all(set(c["files"]) >= {"case.json", "requests.jsonl", "specdecode.json"} for c in second["cases"])
+
+
+def test_two_tuners_on_one_cluster_take_turns(tmp_path, llmperf, capsys):
+    """A second study Job (`make benchmark` beside a running study) waits for the first tuner's
+    lease: it scales nothing while the first measures, so no case is measured with its server
+    scaled away under it, and it starts once the first lets go."""
+    spec = study_spec(windows=(5,), repeats=1)
+    first_measuring, calls = threading.Event(), []
+    inner = one_request_runner(calls)
+
+    def slow_runner(*args):
+        first_measuring.set()
+        time.sleep(0.3)  # the second tuner arrives meanwhile
+        return inner(*args)
+
+    with Cluster(spec) as cluster:
+        study_id = cluster.config["study"]["id"]
+        first: dict = {}
+        thread = threading.Thread(target=lambda: first.update(cluster.run(tmp_path / "pod-a", llmperf, slow_runner,
+                                                                          study_id=f"{study_id}-job-a")))
+        thread.start()
+        assert first_measuring.wait(60)
+        second = cluster.run(tmp_path / "pod-b", llmperf, one_request_runner([]), study_id=f"{study_id}-job-b")
+        thread.join(60)
+    assert first["status"] == second["status"] == "complete"
+    assert f"waiting for the study running in this namespace to end ({study_id}-job-a (pod pod-a) holds lease llmperf-tuner" \
+        in capsys.readouterr().out
+    # Every request reached a server that was up; never more than a baseline and one SD configuration.
+    assert all(f.refused == 0 for f in cluster.fakes.values())
+    for up in cluster.api.history:
+        assert len(up) <= 2 and sum(spec.variant(workload_name_to_variant(n)).is_speculative for n in up) <= 1, up
+    # The first held the lease throughout, let go, then the second took it.
+    holders = [h for i, h in enumerate(cluster.api.lease_holders) if i == 0 or h != cluster.api.lease_holders[i - 1]]
+    assert holders == [f"{study_id}-job-a (pod pod-a)", "", f"{study_id}-job-b (pod pod-b)", ""]
+    assert cluster.api.forbidden == []
+
+
+def test_a_killed_tuners_lease_lapses(tmp_path, llmperf, capsys):
+    """A tuner SIGKILLed holding the lease never let go; the next one waits until the lease's
+    duration has passed since its last renewal, then takes it over."""
+    spec = study_spec(windows=(5,), repeats=1)
+    with Cluster(spec) as cluster:
+        renewed = time.time() - 1
+        cluster.api.leases["llmperf-tuner"] = {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "llmperf-tuner", "namespace": spec.namespace, "resourceVersion": "1"},
+            "spec": {"holderIdentity": "study-killed (pod gone)", "leaseDurationSeconds": 2, "acquireTime": micro_time(renewed),
+                     "renewTime": micro_time(renewed), "leaseTransitions": 0}}
+        started = time.time()
+        record = cluster.run(tmp_path / "pod", llmperf, one_request_runner([]))
+        assert record["status"] == "complete"
+        assert "study-killed (pod gone) holds lease llmperf-tuner" in capsys.readouterr().out
+        # It waited for the lapse (about a second), no longer.
+        first_scale = next(i for i, r in enumerate(cluster.api.requests) if r[0] == "PATCH")
+        assert any(r[0] == "PUT" for r in cluster.api.requests[:first_scale])
+        assert time.time() - started >= 0.9
+        assert cluster.api.leases["llmperf-tuner"]["spec"]["leaseTransitions"] == 1

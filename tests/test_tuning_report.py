@@ -14,6 +14,8 @@ STUDY_ID = "study-0123456789"
 BASE_TPOT = (0.040, 0.050, 0.045)
 """The baseline's per-repeat median TPOT (s); every request of a case has its case's TPOT."""
 SPEEDUP = {"d1-k2": 2.0, "d1-k4": 2.5, "d2-k7": 1.5}
+NOISE = (1.0, 1.04, 0.97)
+"""Per repeat, the SD configurations' TPOT is baseline / speedup x this: the paired ratios vary."""
 COUNTERS = {"d1-k2": (100, 200, 150, (80, 70)), "d1-k4": (100, 400, 250, (90, 70, 50, 40)),
             "d2-k7": (100, 700, 300, (60, 50, 50, 40, 40, 30, 30))}
 """Per case of repeat 1: drafts, draft tokens, accepted, accepted per position; repeat r counts r
@@ -83,7 +85,7 @@ def write_study(tmp_path, study_id=STUDY_ID, started="2026-11-25T10:00:00Z"):
             write_case(tmp_path, "d1-alone", test_case, repeat, base * ALONE[repeat - 1])
             for name, speedup in SPEEDUP.items():
                 short = (name, test_case, repeat) == SHORT
-                write_case(tmp_path, name, test_case, repeat, base / speedup, counters(name, repeat),
+                write_case(tmp_path, name, test_case, repeat, base / speedup * NOISE[repeat - 1], counters(name, repeat),
                            completed=1 if short else REQUESTS)
             if repeat == 1:  # d2-k4 served repeat 1, then stopped serving: recorded failed
                 write_case(tmp_path, "d2-k4", test_case, repeat, base / 3.0, counters("d2-k7", repeat))
@@ -103,18 +105,22 @@ def geomean(values):
     return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
-def test_speedup_intervals_are_welchs_on_the_log_scale(results):
+def test_speedup_intervals_are_paired_on_the_log_scale(results):
+    """Each repeat's speedup is the baseline's TPOT over the configuration's in the same repeat; the
+    interval is Student's t on their logarithms (n - 1 = 2 degrees of freedom), so the baseline's
+    own spread from repeat to repeat (BASE_TPOT), which moves both sides, does not widen it."""
     table = study.build(results)[STUDY_ID]["table"]
     figure = table["a"]["d1-k2"]["speedup_tpot"]
-    # Equal spread on both sides (SD = baseline / 2 every repeat): Welch's df is 2 (3 - 1) = 4.
-    logs = [math.log(b) for b in BASE_TPOT]
-    half = 2.7764451051977934 * math.sqrt(2 * statistics.variance(logs) / 3)  # t(0.975, 4), from the t table
-    assert figure["value"] == pytest.approx(2.0, rel=1e-12) and figure["df"] == pytest.approx(4.0, rel=1e-12)
-    assert (figure["low"], figure["high"]) == (pytest.approx(2 * math.exp(-half), rel=1e-9), pytest.approx(2 * math.exp(half), rel=1e-9))
+    logs = [math.log(2.0 / n) for n in NOISE]
+    half = 4.302652729749464 * statistics.stdev(logs) / math.sqrt(3)  # t(0.975, 2), from the t table
+    centre = statistics.fmean(logs)
+    assert figure["value"] == pytest.approx(math.exp(centre), rel=1e-12) and figure["df"] == 2
+    assert (figure["low"], figure["high"]) == (pytest.approx(math.exp(centre - half), rel=1e-9),
+                                               pytest.approx(math.exp(centre + half), rel=1e-9))
+    assert figure["per_repeat"] == {r: pytest.approx(2.0 / n, rel=1e-12) for r, n in zip((1, 2, 3), NOISE)}
     # The end-to-end time includes TTFT, so its speedup is smaller than TPOT's.
-    e2e = [TTFT_S + b * (TOKENS - 1) for b in BASE_TPOT]
-    sd_e2e = [TTFT_S + b / 2 * (TOKENS - 1) for b in BASE_TPOT]
-    assert table["a"]["d1-k2"]["speedup_e2e"]["value"] == pytest.approx(geomean(e2e) / geomean(sd_e2e), rel=1e-12)
+    e2e = [(TTFT_S + b * (TOKENS - 1)) / (TTFT_S + b / 2 * n * (TOKENS - 1)) for b, n in zip(BASE_TPOT, NOISE)]
+    assert table["a"]["d1-k2"]["speedup_e2e"]["value"] == pytest.approx(geomean(e2e), rel=1e-12)
 
 
 def test_short_and_failed_are_never_averaged_in(results):
@@ -122,14 +128,12 @@ def test_short_and_failed_are_never_averaged_in(results):
     failed = "the configuration failed (stopped serving at repeat 2, a: container vllm exited 1 (Error) 2 times); not used"
     assert summary["excluded"] == [f"d2-k4 / a / repeat 1: {failed}", f"d2-k4 / b / repeat 1: {failed}",
                                    "d1-k4 / b / repeat 3: 1 of 2 completed, LLMPerf exit 0"]
+    # The short repeat leaves two pairs: t with one degree of freedom.
     short = summary["table"]["b"]["d1-k4"]["speedup_tpot"]
-    assert short["repeats"] == (3, 2)
-    logs_b, logs_s = [math.log(b) for b in BASE_TPOT], [math.log(b / 2.5) for b in BASE_TPOT[:2]]
-    va, vb = statistics.variance(logs_b) / 3, statistics.variance(logs_s) / 2
-    df = (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 1)
-    half = t_quantile(0.975, df) * math.sqrt(va + vb)
-    centre = statistics.fmean(logs_b) - statistics.fmean(logs_s)
-    assert short["df"] == pytest.approx(df, rel=1e-12) and short["low"] == pytest.approx(math.exp(centre - half), rel=1e-9)
+    assert short["repeats"] == 2 and short["df"] == 1
+    logs = [math.log(2.5 / n) for n in NOISE[:2]]
+    half = t_quantile(0.975, 1) * statistics.stdev(logs) / math.sqrt(2)
+    assert short["low"] == pytest.approx(math.exp(statistics.fmean(logs) - half), rel=1e-9)
     # Overall: repeat 3 lacks a usable case b, so only repeats 1 and 2 count for d1-k4.
     assert summary["table"]["overall"]["d1-k4"]["repeats"] == 2
     assert summary["table"]["overall"]["d1-k2"]["repeats"] == 3
@@ -145,24 +149,26 @@ def test_acceptance_goodput_and_the_measured_bound(results):
     assert (k2["acceptance"]["rate"], k2["acceptance"]["length"]) == (pytest.approx(rate2, rel=1e-12), pytest.approx(length2, rel=1e-12))
     assert k2["acceptance"]["per_position"] == [pytest.approx(p, rel=1e-12) for p in positions2]
     assert (k4["acceptance"]["rate"], k4["acceptance"]["length"]) == (pytest.approx(rate4, rel=1e-12), pytest.approx(length4, rel=1e-12))
-    # Goodput: TTFT 100 ms <= 200 and TPOT <= 21 ms: k2's TPOT is 20, 25, 22.5 ms: one repeat of three.
-    assert (k2["goodput"]["good"], k2["goodput"]["asked"]) == (2, 6) and k2["goodput"]["share"] == pytest.approx(1 / 3)
+    # Goodput: TTFT 100 ms <= 200 and TPOT <= 21 ms: k2's TPOT is 20, 26, 21.8 ms: one repeat of three.
+    assert (k2["goodput"]["good"], k2["goodput"]["requests"]) == (2, 6) and k2["goodput"]["share"] == pytest.approx(1 / 3)
     assert table["base"]["goodput"]["good"] == 0 and k4["goodput"]["good"] == 6
     # c measured: d1 served alone, its TPOT over the baseline's (ratio of geometric means).
+    # Paired too: per repeat its TPOT over the baseline's in that repeat.
     c = geomean(ALONE)
     assert k2["bound"]["c"] == pytest.approx(c, rel=1e-12) and k2["bound"]["source"].startswith("measured")
-    logs_alone, logs_base = [math.log(b * a) for b, a in zip(BASE_TPOT, ALONE)], [math.log(b) for b in BASE_TPOT]
-    va, vb = statistics.variance(logs_alone) / 3, statistics.variance(logs_base) / 3
-    half = t_quantile(0.975, (va + vb) ** 2 / (va ** 2 / 2 + vb ** 2 / 2)) * math.sqrt(va + vb)
+    half = t_quantile(0.975, 2) * statistics.stdev([math.log(a) for a in ALONE]) / math.sqrt(3)
     assert (k2["bound"]["c_low"], k2["bound"]["c_high"]) == (pytest.approx(c * math.exp(-half), rel=1e-9),
                                                              pytest.approx(c * math.exp(half), rel=1e-9))
     assert k2["bound"]["speedup_bound"] == pytest.approx(length2 / (c * 2 + 1), rel=1e-12)
-    assert k4["bound"]["reached"] == pytest.approx(2.5 / (length4 / (c * 4 + 1)), rel=1e-12)
-    # c derived beside it: s(k) = TPOT(k) x length(k), a line through k = 2 and 4, slope / baseline TPOT.
-    g = geomean(BASE_TPOT)
-    s2, s4 = g / 2 * length2, g / 2.5 * length4
-    assert k2["bound"]["derived_c"] == pytest.approx((s4 - s2) / 2 / g, rel=1e-12)
-    assert k2["bound"]["derived_verify_ratio"] == pytest.approx((s2 - 2 * (s4 - s2) / 2) / g, rel=1e-12)
+    speedup4 = geomean([2.5 / n for n in NOISE])
+    assert k4["bound"]["reached"] == pytest.approx(speedup4 / (length4 / (c * 4 + 1)), rel=1e-12)
+    # c derived beside it, repeat by repeat: s(k) = TPOT(k) x length(k) (that repeat's counters) over
+    # the baseline's TPOT in that repeat, a line through k = 2 and 4; c the geometric mean of the slopes.
+    lengths = {r: [1 + counters(n, r)[2] / counters(n, r)[0] for n in ("d1-k2", "d1-k4")] for r in (1, 2, 3)}
+    slopes = [(lengths[r][1] / 2.5 - lengths[r][0] / 2) * n / 2 for r, n in zip((1, 2, 3), NOISE)]
+    assert k2["bound"]["derived_c"] == pytest.approx(geomean(slopes), rel=1e-12)
+    assert k2["bound"]["derived_verify_ratio"] == pytest.approx(
+        statistics.fmean(lengths[r][0] / 2 * n - 2 * c for r, n, c in zip((1, 2, 3), NOISE, slopes)), rel=1e-12)
     # One window of d2: no slope to measure c from, and it says why.
     assert table["d2-k7"]["bound"]["c"] is None and "two windows" in table["d2-k7"]["bound"]["why"]
 
@@ -174,7 +180,7 @@ def test_the_report_names_the_best_the_failure_and_the_published_choice(results)
     assert "- d2-k4: failed: stopped serving at repeat 2, a: container vllm exited 1 (Error) 2 times" in text
     assert "| d2-k4 **FAILED** | Qwen/Qwen3-1.7B | 4 | 0 |" in text  # its repeat-1 cases are not averaged in
     assert "- d1-k4 / b / repeat 3: 1 of 2 completed, LLMPerf exit 0" in text
-    assert "Best: **d1-k4**" in text
+    assert "| **overall** | **d1-k4** | " in text and text.index("| **overall** | **d1-k4**") < text.index("### Test case `a`")
     # Seed 003's choice (Qwen3-1.7B at 7) is marked on its row.
     assert "| d2-k7 (published choice) |" in text and "Marked on d2-k7." in text
     assert (results / f"{STUDY_ID}-heatmap.png").stat().st_size > 0 and (results / f"{STUDY_ID}-windows.png").stat().st_size > 0

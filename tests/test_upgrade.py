@@ -1,11 +1,14 @@
 """Upgrading a running stack from Kubernetes 1.34 to 1.35 is one config change and one `pulumi up`.
 
 The plan of the same stack at both versions differs only where an upgrade must: the control
-plane's version and the add-on builds, and nothing that would replace a resource (same URNs).
-The order is the dependency graph's: the control plane first (kube-proxy and the VPC CNI are its
-children), then the system node group (pulumi-eks follows the cluster's version for a managed node
-group that names none: pulumi/pulumi-eks@7bf0c1b nodejs/eks/nodes/nodegroup.ts L1886-1890), then the
-add-ons that need nodes, then Karpenter and the trn2 NodePool, whose nodes drift to the new AMI.
+plane's version, the system node group's version and AMI release, and the add-on builds, and
+nothing that would replace a resource (same URNs). The order is the dependency graph's: the
+control plane first (kube-proxy and the VPC CNI are its children), then the system node group,
+then the add-ons that need nodes, then Karpenter and the trn2 NodePool, whose nodes drift to the
+new AMI. The node group names its version itself: pulumi-eks copies the cluster's version into a
+managed node group only when it names neither a version nor a launch template (pulumi/pulumi-eks
+nodejs/eks/nodes/nodegroup.ts, `if (!args.version && !args.launchTemplate)`, at v4.3.0 and at
+7bf0c1b after it), and the system nodes' launch template would otherwise leave them on 1.34.
 """
 from __future__ import annotations
 
@@ -39,11 +42,14 @@ def test_the_upgrade_changes_the_control_plane_version_and_the_addon_builds_only
     resource_of = {"coredns": "cluster-coredns", "amazon-cloudwatch-observability": "container-insights",
                    "aws-mountpoint-s3-csi-driver": "model-store-csi", "vpc-cni": "cluster-eks", "kube-proxy": "cluster-eks"}
     assert {"coredns", "kube-proxy", "vpc-cni", "aws-mountpoint-s3-csi-driver"} <= moved
-    assert sorted(changed) == sorted({"cluster-eks"} | {resource_of[a] for a in moved if a != "eks-pod-identity-agent"})
+    assert sorted(changed) == sorted({"cluster-eks", "cluster-system"}
+                                     | {resource_of[a] for a in moved if a != "eks-pod-identity-agent"})
     cluster_before, cluster_after = changed["cluster-eks"]
     assert (cluster_before["version"], cluster_after["version"]) == ("1.34", "1.35")
     assert {k for k in cluster_after if cluster_after[k] != cluster_before[k]} == {"version", "vpcCniOptions", "kubeProxyAddonOptions"}
-    for name in set(changed) - {"cluster-eks"}:
+    nodes_before, nodes_after = changed["cluster-system"]
+    assert {k for k in nodes_after if nodes_after[k] != nodes_before[k]} == {"version", "releaseVersion"}
+    for name in set(changed) - {"cluster-eks", "cluster-system"}:
         inputs_before, inputs_after = changed[name]
         assert {k for k in inputs_after if inputs_after[k] != inputs_before[k]} == {"addonVersion"}, name
     # The trn2 capacity is untouched: its AMI alias serves both versions, so the nodes drift only
@@ -64,3 +70,14 @@ def test_the_upgrade_runs_control_plane_then_system_nodes_then_addons_then_karpe
     for kind in ("kubernetes:karpenter.sh/v1:NodePool", "kubernetes:karpenter.k8s.aws/v1:EC2NodeClass"):
         for node_object in after.of_type(kind):  # the trn2 nodes and the preparation nodes
             assert after.depends_on(node_object, karpenter), node_object.name
+
+
+def test_the_system_nodes_follow_the_control_plane_and_its_ami_release(plans):
+    """The system node group names the cluster's version and the AMI release pinned for it, so the
+    upgrade moves its nodes too (EKS replaces them one by one)."""
+    from stackconfig.versions import AMI_RELEASE
+
+    for plan, version in zip(plans, ("1.34", "1.35")):
+        nodes = plan.one("eks:index:ManagedNodeGroup").inputs
+        assert (nodes["version"], nodes["releaseVersion"]) == (version, AMI_RELEASE.release_version(version))
+        assert nodes["releaseVersion"].startswith(f"{version}.") and nodes["releaseVersion"].endswith(AMI_RELEASE.tag[1:])

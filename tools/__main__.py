@@ -7,7 +7,9 @@
     results     fetch the latest (or --run-id) run and write its report (--stack S [--run-id R] [--bucket B])
     sweep       list what Karpenter or EKS left in the stack's region (--stack S)
     destroy     `pulumi destroy`, then the sweep (--stack S)
-    scan        checkov over every stack's Kubernetes objects, against security/checkov-allowlist.yaml
+    lock        pin every model the stack serves to the hub commit main (or --ref MODEL=REF) points to now
+                (--stack S [--ref MODEL=REF ...])
+    scan        checkov over every stack's Kubernetes objects and AWS resources, against security/checkov-allowlist.yaml
                 (--checkov PATH [--stack S]; `make scan` installs checkov)
     rehearse    plan a stack, then run its rendered pods here as local processes against vLLM on CPU
                 (--stack S [--faults a,b] ...; docs/rehearsal.md)
@@ -36,6 +38,7 @@ COMMANDS = {
     "sweep": "tools.sweep",
     "destroy": "tools.destroy",
     "scan": "offline.scan",
+    "lock": "tools.lock",
     "rehearse": "rehearse.cli",
 }
 

@@ -11,7 +11,7 @@ The bucket defaults to the stack's `modelBucket` output (needs the Pulumi CLI an
 
 A stack with a `study` keeps each study under its id (study-<fingerprint>/, benchmark/tuner.py):
 the latest study (or --run-id) is downloaded and its tuning report written (tuning.md, tuning.json,
-a heatmap and a speedup-vs-window plot: benchmark/tuning_report.py).
+tuning.csv, a heatmap and a speedup-vs-window plot: benchmark/tuning_report.py).
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from benchmark import tuning_report
 from benchmark.report import write_report
 from benchmark.results import RUN_FILE
 from benchmark.study import STUDY_FILE
+from stackconfig.source import stack_argument
 
 from .stack import ToolError, aws_session, bucket_of, pairing_spec, run_tool
 
@@ -78,11 +79,11 @@ def fetch(args: argparse.Namespace) -> int:
     print(f"downloaded {count} files of run {run_id} ({run_status(client, bucket, results, run_id)}) to {out_dir}\n")
     if run_id.startswith("study-"):
         tuning_report.write_report(out_dir)
-        print(f"\nreport: {out_dir / 'tuning.md'}, {out_dir / 'tuning.json'}, {out_dir / (run_id + '-heatmap.png')}, "
-              f"{out_dir / (run_id + '-windows.png')}")
+        print(f"\nreport: {out_dir / 'tuning.md'}, {out_dir / 'tuning.json'}, {out_dir / 'tuning.csv'}, "
+              f"{out_dir / (run_id + '-heatmap.png')}, {out_dir / (run_id + '-windows.png')}")
         return 0
     write_report(out_dir)
-    print(f"\nreport: {out_dir / 'report.md'}, {out_dir / 'report.png'}, {out_dir / 'report.json'}")
+    print(f"\nreport: {out_dir / 'report.md'}, {out_dir / 'report.png'}, {out_dir / 'report.json'}, {out_dir / 'report.csv'}")
     return 0
 
 
@@ -99,7 +100,7 @@ def latest_study(client: Any, bucket: str, results: str, studies: list[str]) -> 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
+    parser.add_argument("--stack", required=True, type=stack_argument)
     parser.add_argument("--bucket", help="default: the stack's modelBucket output")
     parser.add_argument("--run-id", help="default: the latest run")
     parser.add_argument("--out", type=Path)

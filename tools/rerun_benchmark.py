@@ -3,14 +3,18 @@
 Creates a Job from the suspended CronJob the stack deploys (its `benchmarkCronJob` output), in
 the stack's own cluster and namespace: kubectl gets the stack's kubeconfig in a private
 temporary file, never the shell's current context. Each run writes its results under its own run
-id, so earlier runs are kept. Needs kubectl, the AWS CLI (the kubeconfig runs `aws eks
+id, so earlier runs are kept. On a study stack it refuses while a study runs (its tuner holds
+the lease benchmark/lease.py describes), naming it. Needs kubectl, the AWS CLI (the kubeconfig runs `aws eks
 get-token`), AWS credentials and the Pulumi CLI logged in to the stack's backend.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import datetime, timezone
+
+from benchmark import lease
 
 from .stack import (
     DeployedStack,
@@ -37,6 +41,8 @@ def rerun(stack: str, now: datetime) -> int:
     deployed: DeployedStack = deployed_stack(stack, spec)
     job = job_name(now)
     with kubeconfig_file(deployed) as kubeconfig:
+        if spec.study:
+            refuse_while_a_study_runs(deployed, kubeconfig, now)
         argv = kubectl(deployed, kubeconfig, "create", "job", job, f"--from=cronjob/{deployed.benchmark_cron_job}")
         print(f"{stack}: kubectl --namespace {deployed.namespace} create job {job} "
               f"--from=cronjob/{deployed.benchmark_cron_job} (cluster {deployed.cluster_name}, {deployed.region})")
@@ -46,6 +52,21 @@ def rerun(stack: str, now: datetime) -> int:
     print(f"follow it with: (umask 077; pulumi stack output kubeconfig --show-secrets --stack {stack} > kubeconfig) && "
           f"kubectl --kubeconfig kubeconfig -n {deployed.namespace} logs -f job/{job}")
     return 0
+
+
+def refuse_while_a_study_runs(deployed: DeployedStack, kubeconfig, now: datetime) -> None:
+    """A study stack's Job runs a tuner, and one tuner at a time may scale its servers: while the
+    running study's tuner holds its lease (benchmark/lease.py), a second Job would only wait."""
+    argv = kubectl(deployed, kubeconfig, "get", "lease", lease.NAME, "--ignore-not-found", "--output", "json")
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise ToolError(f"kubectl could not read lease {lease.NAME} in {deployed.namespace} (exit code {result.returncode}): "
+                        f"{result.stderr.strip()}")
+    current = json.loads(result.stdout) if result.stdout.strip() else None
+    holder = lease.holder(current, now.timestamp())
+    if holder:
+        raise ToolError(f"a study is running in {deployed.namespace}: {holder} holds lease {lease.NAME} (renewed "
+                        f"{current['spec']['renewTime']}); wait for it to end, or delete its Job to stop it")
 
 
 def main(argv: list[str] | None = None) -> int:

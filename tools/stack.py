@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
 from stackconfig import ConfigError, PlatformSpec, StackSpec
-from stackconfig.source import PROJECT_DIR, load_stack, stack_names
+from stackconfig.source import PROJECT_DIR, load_stack, stack_argument
 
 INSTALL_HINTS = {
     "pulumi": "install the Pulumi CLI (https://www.pulumi.com/docs/iac/download-install/) and run `pulumi login`",
@@ -69,8 +69,6 @@ def one_line(error: BaseException, limit: int = 240) -> str:
 
 def stack_spec(stack: str) -> StackSpec | PlatformSpec:
     """The stack's typed config from stacks/Pulumi.<stack>.yaml: a pairing, or a platform."""
-    if not stack:
-        raise StackFileError(f"set STACK=<name> (--stack); stacks: {', '.join(stack_names())}")
     try:
         return load_stack(stack).spec()
     except FileNotFoundError as error:
@@ -205,7 +203,7 @@ def kubectl(deployed: DeployedStack, kubeconfig: Path, *args: str) -> list[str]:
 def stack_tool(doc: str, action: Callable[[str], int], argv: list[str] | None) -> int:
     """A tool whose only argument is `--stack`: parse it and run `action(stack)` with run_tool."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
+    parser.add_argument("--stack", required=True, type=stack_argument)
     args = parser.parse_args(argv)
     return run_tool(lambda: action(args.stack))
 

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from stackconfig import StackSpec
+from stackconfig.server import BASELINE_CAPABILITIES
 
 from ..handle import PAIRING_LABEL, ClusterHandle
 from .benchmark import Benchmark, BenchmarkArgs
@@ -41,8 +42,10 @@ class Pairing:
 def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[str] | None,
                   tags: dict[str, str], provider: aws.Provider) -> Pairing:
     with_aws = pulumi.ResourceOptions(providers=[provider])
+    beyond_baseline = set(spec.serving.add_capabilities) - BASELINE_CAPABILITIES
     workspace = Workspace("workspace", WorkspaceArgs(
-        cluster=cluster, namespace=spec.namespace, labels={PAIRING_LABEL: spec.name}))
+        cluster=cluster, namespace=spec.namespace, labels={PAIRING_LABEL: spec.name},
+        enforce="privileged" if beyond_baseline else "baseline"))
     fence = NetworkFence("network-fence", NetworkFenceArgs(cluster=cluster, namespace=workspace.namespace))
     trn2 = Trn2Nodes("trn2", Trn2NodesArgs(
         cluster=cluster,

@@ -96,6 +96,12 @@ def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
     return config
 
 
+def run_config_json(config: dict) -> str:
+    """run-config.json as strict JSON: json.dumps writes NaN and Infinity by default, which are no
+    JSON (RFC 8259, section 6); a value that slipped past validation fails here instead."""
+    return json.dumps(config, indent=2, sort_keys=True, allow_nan=False)
+
+
 KUBERNETES_API_VOLUME = {
     # What the ServiceAccount admission plugin would inject (a bound token that kubelet refreshes,
     # the cluster's CA, the namespace), written out so that only this container gets it.
@@ -203,7 +209,7 @@ class Benchmark(pulumi.ComponentResource):
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-code",
             metadata={"name": "llmperf-benchmark", "namespace": args.namespace},
-            data={**code, RUN_CONFIG: json.dumps(config, indent=2, sort_keys=True)},
+            data={**code, RUN_CONFIG: run_config_json(config)},
             opts=cluster.k8s_options(self),
         )
         body = job_spec(spec, config_map.metadata.name, cluster.model_bucket, prefix, cluster.system_node_selector,

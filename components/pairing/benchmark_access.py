@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
+from benchmark.lease import NAME as LEASE
 from stackconfig import StackSpec
 from stackconfig.store import COMMIT_FILE
 
@@ -58,10 +59,16 @@ def placement_rules() -> list[dict]:
 
 
 def tuner_rules(deployments: list[str]) -> list[dict]:
-    """All a study's tuner may do besides the benchmark's reads: read and set the replica count of
-    its own servers, through the scale subresource, by name, and read their pods to see them
-    start or fail (benchmark/tuner.py). No create, delete or update of any object."""
-    return [{"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": deployments, "verbs": ["get", "patch"]},
+    """All a study's tuner may do besides the benchmark's reads: hold the study's lease (create
+    it, which RBAC cannot restrict by name, then read and renew only that one, by name: one tuner
+    at a time, benchmark/lease.py); read and set the replica count of its own servers, through
+    the scale subresource, by name (sequential mode; none in parallel mode, where an empty
+    resourceNames would allow every name); and read their pods to see them start or fail
+    (benchmark/tuner.py). No delete of any object."""
+    scale = [{"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": deployments, "verbs": ["get", "patch"]}]
+    return [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [LEASE], "verbs": ["get", "update"]},
+            *(scale if deployments else []),
             {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]
 
 
@@ -97,7 +104,7 @@ class BenchmarkAccess(pulumi.ComponentResource):
             account_aliases=[moved])
         self.grants = [role, self.service_account,
                        *self._grant(args, "benchmark-placement", PLACEMENT_ROLE, placement_rules(), aliases=[moved])]
-        if spec.tuned_servers:
+        if spec.study:
             servers = [workload_name(v) for v in spec.tuned_servers]
             self.grants += self._grant(args, TUNER_ROLE, TUNER_ROLE, tuner_rules(servers))
         self.register_outputs({"serviceAccount": SERVICE_ACCOUNT, "roleArn": role.arn})

@@ -13,7 +13,7 @@ import pulumi_kubernetes as k8s
 
 from modelstore.pod import CODE_MOUNT, DEPS_MOUNT, TMP_MOUNT, code_items, environment, pod_code, security_context, start_script
 from stackconfig import StackSpec
-from stackconfig.store import PreparedModel
+from stackconfig.store import PREPARATION_STREAMS, PreparedModel
 from stackconfig.versions import MODEL_STORE_IMAGE
 
 from ..handle import ClusterHandle
@@ -23,10 +23,13 @@ from .workload_account import workload_account
 
 SERVICE_ACCOUNT = "model-prep"
 SCRATCH_MOUNT = "/scratch"
+DEPS_GIB, TMP_GIB = 2, 1
 RESOURCES = {
     # Downloads, hashes and uploads in parallel: a few cores; memory for buffers only.
     "hub": {"cpu": "8", "memory": "16Gi"},
-    # Rescaling holds one shard's rescaled tensors and one weight in float32 at a time (a few GiB).
+    # Rescaling, one shard at a time while the other files in flight download and upload, holds that
+    # shard's rescaled tensors and one weight's float32 arrays (the 405B's largest MLP weight has
+    # 0.87 G elements: a few float32 copies of it in verify_pair, ~3.5 GB each).
     "neuron-fp8": {"cpu": "8", "memory": "64Gi"},
 }
 
@@ -45,11 +48,14 @@ def job_spec(model: PreparedModel, bucket: pulumi.Input[str], region: str, code_
              node_selector: dict[str, str], toleration: dict[str, str], token_secret: str | None) -> dict:
     """Plain data with Outputs only at the leaves (bucket, ConfigMap name)."""
     arguments = ["--model", model.model, "--revision", model.revision, "--form", model.form, "--bucket", "$BUCKET",
-                 "--prefix", model.prefix, "--work-dir", SCRATCH_MOUNT]
+                 "--prefix", model.prefix, "--work-dir", SCRATCH_MOUNT, "--scratch-bytes", str(model.scratch_bytes),
+                 "--parallel", str(PREPARATION_STREAMS)]
     if model.form == "neuron-fp8":
         arguments += ["--bf16-modules", json.dumps(list(model.bf16_modules))]
     resources = RESOURCES[model.form]
     disk = f"{model.disk_gib}Gi"
+    # The pod's ephemeral storage: its emptyDirs (kubelet counts them against the containers' limits).
+    ephemeral = f"{model.disk_gib + DEPS_GIB + TMP_GIB}Gi"
     token = TokenFile(token_secret if model.info.gated else None)
     return {
         # A failed preparation is retried twice (a hub or S3 hiccup), then left failed to be read.
@@ -72,15 +78,16 @@ def job_spec(model: PreparedModel, bucket: pulumi.Input[str], region: str, code_
                     "env": [{"name": "BUCKET", "value": bucket}, {"name": "AWS_REGION", "value": region}]
                            + [{"name": k, "value": v} for k, v in environment().items()]
                            + token.env,
-                    "resources": {"requests": {**resources, "ephemeral-storage": disk},
-                                  "limits": {"memory": resources["memory"], "ephemeral-storage": disk}},
+                    "resources": {"requests": {**resources, "ephemeral-storage": ephemeral},
+                                  "limits": {"memory": resources["memory"], "ephemeral-storage": ephemeral}},
                     "securityContext": security_context(),
                     "volumeMounts": [{"name": "code", "mountPath": CODE_MOUNT, "readOnly": True},
                                      {"name": "deps", "mountPath": DEPS_MOUNT}, {"name": "tmp", "mountPath": TMP_MOUNT},
                                      {"name": "scratch", "mountPath": SCRATCH_MOUNT}, *token.mounts],
                 }],
                 "volumes": [{"name": "code", "configMap": {"name": code_config_map, "items": code_items()}},
-                            {"name": "deps", "emptyDir": {"sizeLimit": "2Gi"}}, {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+                            {"name": "deps", "emptyDir": {"sizeLimit": f"{DEPS_GIB}Gi"}},
+                            {"name": "tmp", "emptyDir": {"sizeLimit": f"{TMP_GIB}Gi"}},
                             # On the node's instance-store RAID (kubelet's ephemeral storage).
                             {"name": "scratch", "emptyDir": {"sizeLimit": disk}}, *token.volumes],
             },

@@ -1,6 +1,7 @@
 """What a pairing's servers may do in the store, and the publisher beside each of them.
 
-The vLLM container only reads the store, through the read-only Mountpoint volume. Publication is the
+The vLLM container only reads the store, through the read-only Mountpoint volume, and holds no AWS
+credentials: the pod skips it (identity.py SKIP_CONTAINERS_ANNOTATION). Publication is the
 publisher's (modelstore/publish.py), a native sidecar under the pairing's server identity: it may put
 objects under its variants' staging and artifact prefixes, read them back and list them, and never
 delete. The vLLM container itself runs as before (hardening it is the Neuron runtime's question)."""
@@ -33,6 +34,9 @@ def publisher_policy(bucket_arn: str, artifact_paths: list[str]) -> dict:
     return policy_document([
         {"Sid": "PublishCompiledSets", "Effect": "Allow", "Action": ["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"],
          "Resource": [f"{bucket_arn}/{prefix}*" for prefix in prefixes]},
+        # A staging set's state tag, which the bucket's lifecycle reads (modelstore/publish.py).
+        {"Sid": "TagStagingSets", "Effect": "Allow", "Action": "s3:PutObjectTagging",
+         "Resource": [f"{bucket_arn}/{staging_prefix(path)}*" for path in artifact_paths]},
         {"Sid": "ListCompiledSets", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": bucket_arn,
          "Condition": {"StringLike": {"s3:prefix": [f"{prefix}*" for prefix in prefixes]}}},
     ])

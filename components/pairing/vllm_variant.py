@@ -18,10 +18,12 @@ from stackconfig.model import Variant
 from stackconfig.server import NODE_CACHE_MOUNT, VLLM_PORT, arguments, environment, node_cache_gib
 
 from ..handle import ClusterHandle
+from ..identity import SKIP_CONTAINERS_ANNOTATION
 from .claim_templates import CLAIM_REQUEST
 from .server_access import PUBLISHER_CPU_MILLICORES, PUBLISHER_MEMORY_MIB, SERVICE_ACCOUNT, publisher_container
 
 SCRIPT_MOUNT = "/opt/sd-trn2"
+SERVER_CONTAINER = "vllm"
 # Left of the node's allocatable (as Karpenter models it: InstanceShape.allocatable_*) for the
 # DaemonSets every trn2 node runs: VPC CNI, kube-proxy, the Pod Identity agent, the Mountpoint
 # driver and its mount pods, the Neuron DRA driver, neuron-monitor, the CloudWatch agent and
@@ -35,10 +37,32 @@ SERVER_SECURITY_CONTEXT = {"allowPrivilegeEscalation": False, "privileged": Fals
 documentation names no capability the runtime needs when devices come as device nodes, as the DRA
 driver gives them; its DLC quickstarts add SYS_ADMIN and IPC_LOCK to `docker run` without a reason,
 and memlock matters only with EFA, which one node does not use (docs/facts.md, "Serving engines on
-Trainium2"). It runs as root: neither DLC image sets a USER (aws-neuron/deep-learning-containers
+Trainium2"); serving.addCapabilities gives named ones back (server_security_context). It runs as
+root unless the stack opts into a user (serving.runAs, pod_security_context): neither DLC image sets a USER (aws-neuron/deep-learning-containers
 vllm/inference/0.9.1 and 0.24.0.1.1.0 Dockerfile.neuronx), and the device files the DRA driver
 creates are not documented, so a non-root user's access to them cannot be confirmed; nor a
 read-only root, where the runtime's and vLLM's default cache and scratch paths are not all known."""
+
+
+def server_security_context(variant: Variant) -> dict:
+    """SERVER_SECURITY_CONTEXT, with the capabilities a stack gives back (serving.addCapabilities)."""
+    added = variant.serving.add_capabilities
+    if not added:
+        return SERVER_SECURITY_CONTEXT
+    return {**SERVER_SECURITY_CONTEXT, "capabilities": {"drop": ["ALL"], "add": list(added)}}
+
+
+def pod_security_context(variant: Variant) -> dict:
+    """RuntimeDefault seccomp unless the stack opts out (serving.seccompProfile), and with
+    serving.runAs the user and group the pod runs as, its volumes owned by that group (fsGroup):
+    the opt-in that meets "restricted", unverified on Neuron (README, "Security"). The publisher's
+    container names its own user (modelstore/pod.py security_context)."""
+    serving = variant.serving
+    context = {"seccompProfile": {"type": "RuntimeDefault"}} if serving.seccomp_runtime_default else {}
+    if serving.run_as:
+        user, group = serving.run_as
+        context.update({"runAsNonRoot": True, "runAsUser": user, "runAsGroup": group, "fsGroup": group})
+    return context
 
 
 def endpoint(variant: Variant, namespace: str) -> str:
@@ -76,10 +100,10 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
     budget = variant.startup_budget_seconds
     requests = resource_requests(variant, instance_type)
     cache = node_cache_gib(variant)
+    pod_context = pod_security_context(variant)
     return {
         "serviceAccountName": SERVICE_ACCOUNT,
-        # RuntimeDefault seccomp unless the stack opts out (serving.seccompProfile: README, "Security").
-        **({"securityContext": {"seccompProfile": {"type": "RuntimeDefault"}}} if variant.serving.seccomp_runtime_default else {}),
+        **({"securityContext": pod_context} if pod_context else {}),
         # No container calls the Kubernetes API; the publisher's AWS token is a projected volume of its own.
         "automountServiceAccountToken": False,
         "nodeSelector": node_labels,
@@ -88,13 +112,13 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
         "terminationGracePeriodSeconds": 60,
         "initContainers": [publisher_container(variant, bucket, region)],
         "containers": [{
-            "name": "vllm",
+            "name": SERVER_CONTAINER,
             "image": variant.image,
             "command": ["bash", f"{SCRIPT_MOUNT}/serve.sh"],
             "args": arguments(variant),
             "env": [{"name": k, "value": v} for k, v in environment(variant).items()],
             "ports": [{"name": "http", "containerPort": VLLM_PORT}],
-            "securityContext": SERVER_SECURITY_CONTEXT,
+            "securityContext": server_security_context(variant),
             "resources": {"requests": {**requests, "ephemeral-storage": f"{cache}Gi"},
                           "limits": {"memory": requests["memory"], "ephemeral-storage": f"{cache}Gi"},
                           "claims": [{"name": CLAIM_REQUEST}]},
@@ -180,7 +204,11 @@ class VllmVariant(pulumi.ComponentResource):
                 # Never two pods of one variant: two compilers must not write one artifact path.
                 "strategy": {"type": "Recreate"},
                 "selector": {"matchLabels": labels(variant)},
-                "template": {"metadata": {"labels": labels(variant)}, "spec": spec},
+                # The pod's identity is the publisher's: the server process (root, serving
+                # requests) gets none of its credentials; it reads the store through the mount.
+                "template": {"metadata": {"labels": labels(variant),
+                                          "annotations": {SKIP_CONTAINERS_ANNOTATION: SERVER_CONTAINER}},
+                             "spec": spec},
             },
             opts=args.cluster.k8s_options(self, depends_on=args.depends_on,
                                           ignore_changes=["spec.replicas"] if args.scaled_by_tuner else None),

@@ -10,7 +10,8 @@ from ..handle import ClusterHandle
 
 POD_SECURITY_LABELS = {
     # Enforced: baseline, which the vLLM servers meet (root, no capability, RuntimeDefault seccomp, no
-    # host path); every other pod meets restricted, which is warned and audited for all.
+    # host path); every other pod meets restricted, which is warned and audited for all. A stack that
+    # gives its servers a capability baseline refuses enforces no level instead (WorkspaceArgs.enforce).
     "pod-security.kubernetes.io/enforce": "baseline",
     "pod-security.kubernetes.io/warn": "restricted",
     "pod-security.kubernetes.io/audit": "restricted",
@@ -24,6 +25,9 @@ class WorkspaceArgs:
     namespace: str
     """Derived from the stack name (StackSpec.namespace), so two pairings never share one."""
     labels: dict[str, str]
+    enforce: str = "baseline"
+    """The Pod Security level enforced: "privileged" only when a server is given back a capability
+    baseline refuses (serving.addCapabilities; stackconfig/server.py BASELINE_CAPABILITIES)."""
 
 
 class Workspace(pulumi.ComponentResource):
@@ -36,7 +40,8 @@ class Workspace(pulumi.ComponentResource):
         previous = pulumi.Alias(name="cluster-workloads", parent=pulumi.create_urn("cluster", "sdtrn2:cluster:Cluster"))
         namespace = k8s.core.v1.Namespace(
             f"{name}-namespace",
-            metadata={"name": args.namespace, "labels": {**args.labels, **POD_SECURITY_LABELS}},
+            metadata={"name": args.namespace, "labels": {**args.labels, **POD_SECURITY_LABELS,
+                                                         "pod-security.kubernetes.io/enforce": args.enforce}},
             opts=args.cluster.k8s_options(self, aliases=[previous]),
         )
         self.namespace = namespace.metadata.name

@@ -13,8 +13,9 @@ from ..handle import ClusterHandle
 from .cluster import Cluster, ClusterArgs
 from .flow_logs import FlowLogs, FlowLogsArgs
 from .karpenter import Karpenter, KarpenterArgs
+from .log_key import LogKey, LogKeyArgs
 from .model_store import ModelStore, ModelStoreArgs
-from .network import Network, NetworkArgs
+from .network import Network, NetworkArgs, S3EndpointPolicy, S3EndpointPolicyArgs
 from .neuron_dra import NeuronDra, NeuronDraArgs
 from .observability import (
     ClusterLogGroups,
@@ -38,12 +39,16 @@ def aws_provider(region: str, tags: dict[str, str]) -> aws.Provider:
 def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provider) -> ClusterHandle:
     with_aws = pulumi.ResourceOptions(providers=[provider])
     network = Network("network", NetworkArgs.from_spec(spec), opts=with_aws)
+    log_key = LogKey("log-key", LogKeyArgs(cluster_name=spec.cluster_name, region=spec.region,
+                                           log_groups=spec.log_groups, tags=tags), opts=with_aws)
     FlowLogs("flow-logs", FlowLogsArgs(vpc_id=network.vpc_id, log_group=spec.flow_log_group,
-                                       retention_days=spec.cluster.log_retention_days, tags=tags), opts=with_aws)
+                                       retention_days=spec.cluster.log_retention_days, kms_key_arn=log_key.arn,
+                                       tags=tags), opts=with_aws)
     logs = ClusterLogGroups("cluster-logs", ClusterLogGroupsArgs(
         control_plane=spec.control_plane_log_group,
         container_insights=spec.container_insights_log_groups,
         retention_days=spec.cluster.log_retention_days,
+        kms_key_arn=log_key.arn,
     ), opts=with_aws)
     cluster = Cluster("cluster", ClusterArgs(
         cluster_name=spec.cluster_name,
@@ -76,7 +81,10 @@ def build_platform(spec: PlatformSpec, tags: dict[str, str], provider: aws.Provi
         identity=cluster.identity,
         cluster_ready=cluster.ready,
         tags=tags,
+        access_log_days=spec.cluster.log_retention_days,
     ), opts=with_aws)
+    S3EndpointPolicy("s3-endpoint-policy", S3EndpointPolicyArgs(
+        endpoint_id=network.s3_endpoint_id, region=spec.region, bucket_arn=model_store.bucket_arn), opts=with_aws)
     preparation = PreparationNodes("preparation-nodes", PreparationNodesArgs(
         cluster_name=spec.cluster_name,
         node_role_name=karpenter.node_role_name,

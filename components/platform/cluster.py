@@ -10,8 +10,10 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from stackconfig.versions import AMI_RELEASE
+
 from ..handle import SYSTEM_NODE_LABEL
-from ..iam import ec2_node_role
+from ..iam import ec2_node_role, key_policy
 from ..identity import Mechanism, WorkloadIdentity
 from .addons import addon_version
 
@@ -89,12 +91,17 @@ class Cluster(pulumi.ComponentResource):
         # cluster's own, rotated yearly. Adding encryption to an existing cluster is an in-place
         # AssociateEncryptionConfig; removing it would replace the cluster, so it is never optional.
         # EKS user guide, "Encrypt Kubernetes secrets with KMS on existing clusters";
-        # pulumi-eks v4.3.0 nodejs/eks/cluster/cluster.ts (encryptionConfigKeyArn).
+        # pulumi-eks v4.3.0 nodejs/eks/cluster/cluster.ts (encryptionConfigKeyArn). Its policy is
+        # KMS's default one, written out (CKV2_AWS_64): the account's IAM policies decide.
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self))
         self.secrets_key = aws.kms.Key(
             f"{name}-secrets",
             description=f"{args.cluster_name}: envelope encryption of Kubernetes Secrets",
             enable_key_rotation=True,
             deletion_window_in_days=7,  # the minimum: `pulumi destroy` leaves it pending deletion a week
+            policy=pulumi.Output.all(account.account_id, partition.partition).apply(
+                lambda v: json.dumps(key_policy(v[0], v[1], []), sort_keys=True)),
             tags=args.tags,
             opts=child,
         )
@@ -160,6 +167,14 @@ class Cluster(pulumi.ComponentResource):
             capacity_type="ON_DEMAND",
             launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
                 id=system_template.id, version=system_template.latest_version.apply(str)),
+            # Named here, or the nodes never follow an upgrade: pulumi-eks copies the cluster's
+            # version into a node group only when it names neither a version nor a launch template
+            # (pulumi/pulumi-eks nodejs/eks/nodes/nodegroup.ts, `if (!args.version &&
+            # !args.launchTemplate)`, v4.3.0 and 7bf0c1b). The template holds no AMI, so EKS picks
+            # the AL2023 AMI (its default for new node groups from Kubernetes 1.30: EKS user guide,
+            # "Kubernetes versions on extended support", 1.30) of this release version.
+            version=args.kubernetes_version,
+            release_version=AMI_RELEASE.release_version(args.kubernetes_version),
             scaling_config=aws.eks.NodeGroupScalingConfigArgs(
                 desired_size=args.system_node_count, min_size=args.system_node_count, max_size=args.system_node_count + 1
             ),

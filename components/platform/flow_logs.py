@@ -18,12 +18,16 @@ from ..iam import policy_document, render_policy
 
 
 def delivery_policy(log_group_arn: pulumi.Input[str]) -> dict:
+    # A log group's ARN in a policy, for every action but a few, ends in ":*" (CloudWatch Logs user
+    # guide, "Overview of managing access permissions": "Use the second version, with the trailing :*").
+    in_the_group = pulumi.Output.concat(log_group_arn, ":*")
     return policy_document([
-        {"Sid": "WriteFlowLogStreams", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-         "Resource": pulumi.Output.concat(log_group_arn, ":*")},
-        # Neither describe call takes a resource narrower than the account's groups; both only read.
-        {"Sid": "FindTheLogGroup", "Effect": "Allow", "Action": ["logs:DescribeLogGroups", "logs:DescribeLogStreams"],
-         "Resource": "*"},
+        # DescribeLogStreams takes the log group as its resource (Service Authorization Reference,
+        # "Actions, resources, and condition keys for Amazon CloudWatch Logs": log-group*).
+        {"Sid": "WriteFlowLogStreams", "Effect": "Allow",
+         "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"], "Resource": in_the_group},
+        # DescribeLogGroups lists the account's groups: it takes no narrower resource, and only reads.
+        {"Sid": "FindTheLogGroup", "Effect": "Allow", "Action": "logs:DescribeLogGroups", "Resource": "*"},
     ])
 
 
@@ -40,6 +44,8 @@ class FlowLogsArgs:
     log_group: str
     """/aws/vpc/<cluster>/flow-logs (PlatformSpec.flow_log_group)."""
     retention_days: int
+    kms_key_arn: pulumi.Input[str]
+    """The key the log group is encrypted with (components/platform/log_key.py)."""
     tags: dict[str, str]
 
 
@@ -49,7 +55,8 @@ class FlowLogs(pulumi.ComponentResource):
     def __init__(self, name: str, args: FlowLogsArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:network:FlowLogs", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.log_group = aws.cloudwatch.LogGroup(name, name=args.log_group, retention_in_days=args.retention_days, opts=child)
+        self.log_group = aws.cloudwatch.LogGroup(name, name=args.log_group, retention_in_days=args.retention_days,
+                                                 kms_key_id=args.kms_key_arn, opts=child)
         account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
         role = aws.iam.Role(name, assume_role_policy=account.account_id.apply(trust_policy), tags=args.tags, opts=child)
         policy = aws.iam.RolePolicy(name, role=role.id, policy=render_policy(delivery_policy(self.log_group.arn)), opts=child)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
+from modelstore.publish import STAGING_STATE_TAG, UNCOMMITTED
 from stackconfig.model import CACHE_ROOT
 from stackconfig.store import COMPILED_ROOT, SERVED_ROOTS, STAGING_EXPIRY_DAYS, STAGING_ROOT, WEIGHTS_ROOT
 
@@ -23,6 +24,8 @@ CSI_SERVICE_ACCOUNT = "s3-csi-driver-sa"
 DRIVER_ADDON = "aws-mountpoint-s3-csi-driver"
 CSI_NAMESPACE = "kube-system"
 REPLACED_VERSION_DAYS = 7
+ACCESS_LOG_PREFIX = "model-store/"
+"""Where S3 delivers the model bucket's server access logs in the log bucket."""
 
 
 def bucket_access_policy(bucket_arn: str) -> dict:
@@ -41,14 +44,19 @@ def bucket_access_policy(bucket_arn: str) -> dict:
 
 def lifecycle_rules() -> list[dict]:
     """The bucket is versioned, so a result is never lost to an overwrite and a writer's mistake can
-    be undone. Staging sets nobody committed expire (stackconfig/store.py); replaced versions of
+    be undone. Staging objects tagged uncommitted expire (stackconfig/store.py): a set nobody
+    committed, or one already copied into place; a set tagged committed, which a commit may name
+    and which is not in place yet, never does (modelstore/publish.py). Replaced versions of
     prepared weights, compiled sets and tokenizer caches go after REPLACED_VERSION_DAYS (a second
     preparation of a model would otherwise be paid for twice); replaced versions of results are kept.
     Delete markers with nothing behind them and multipart uploads a killed writer left open are
     cleaned up."""
     return [
-        {"id": "expire-uncommitted-staging-sets", "status": "Enabled", "filter": {"prefix": STAGING_ROOT},
-         "expiration": {"days": STAGING_EXPIRY_DAYS}, "noncurrent_version_expiration": {"noncurrent_days": 1}},
+        {"id": "expire-uncommitted-staging-sets", "status": "Enabled",
+         "filter": {"and_": {"prefix": STAGING_ROOT, "tags": {STAGING_STATE_TAG: UNCOMMITTED}}},
+         "expiration": {"days": STAGING_EXPIRY_DAYS}},
+        {"id": "expire-replaced-staging-versions", "status": "Enabled", "filter": {"prefix": STAGING_ROOT},
+         "noncurrent_version_expiration": {"noncurrent_days": 1}},
         *({"id": f"expire-replaced-{root.rstrip('/')}-versions", "status": "Enabled", "filter": {"prefix": root},
            "noncurrent_version_expiration": {"noncurrent_days": REPLACED_VERSION_DAYS}}
           for root in (WEIGHTS_ROOT, COMPILED_ROOT, CACHE_ROOT)),
@@ -59,8 +67,42 @@ def lifecycle_rules() -> list[dict]:
     ]
 
 
-def tls_only_bucket_policy(bucket_arn: str) -> dict:
-    return policy_document([deny_insecure_transport("s3", [bucket_arn, f"{bucket_arn}/*"])])
+WRITE_ONCE_ROOTS = (WEIGHTS_ROOT, COMPILED_ROOT)
+"""Prepared weights with their manifests and markers; committed sets with commit.json and
+complete.json: keys that must never change. Staging sets are each one writer's own, uncommitted or
+copied out, and expire (lifecycle_rules)."""
+
+
+def write_once_statement(bucket_arn: str) -> dict:
+    """Refuse any write under WRITE_ONCE_ROOTS that could replace an object: a PutObject or
+    CompleteMultipartUpload without `If-None-Match` (with it, S3 answers 412 when the key exists).
+    That makes CopyObject unusable there (403 without the header, 501 with it). The multipart calls that cannot carry
+    the header (CreateMultipartUpload, UploadPart, UploadPartCopy) are exempt by
+    `s3:ObjectCreationOperation`, so uploads and server-side copies complete with it
+    (modelstore/objects.py). AWS S3 User Guide, "Enforce conditional writes on Amazon S3 buckets",
+    examples 1 and 2; no principal is exempt, the deployer included."""
+    return {"Sid": "DenyUnconditionalWritesOfWriteOnceKeys", "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
+            "Resource": [f"{bucket_arn}/{root}*" for root in WRITE_ONCE_ROOTS],
+            "Condition": {"Null": {"s3:if-none-match": "true"}, "Bool": {"s3:ObjectCreationOperation": "true"}}}
+
+
+def bucket_policy(bucket_arn: str) -> dict:
+    """TLS only, and write-once where keys must never change."""
+    return policy_document([deny_insecure_transport("s3", [bucket_arn, f"{bucket_arn}/*"]), write_once_statement(bucket_arn)])
+
+
+def access_log_bucket_policy(log_bucket_arn: str, source_bucket_arn: str, account_id: str) -> dict:
+    """S3 user guide, "Enabling Amazon S3 server access logging" ("Grant permissions to the logging
+    service principal by using a bucket policy"): logging.s3.amazonaws.com may put objects under the
+    target prefix, for the source bucket (aws:SourceArn) of this account (aws:SourceAccount) only.
+    With Object Ownership "bucket owner enforced" the bucket policy is the only way to grant it (same
+    page: target grants and ACLs are refused). Nothing else may write; every access is TLS-only."""
+    return policy_document([
+        {"Sid": "S3ServerAccessLogsDelivery", "Effect": "Allow", "Principal": {"Service": "logging.s3.amazonaws.com"},
+         "Action": "s3:PutObject", "Resource": f"{log_bucket_arn}/{ACCESS_LOG_PREFIX}*",
+         "Condition": {"ArnLike": {"aws:SourceArn": source_bucket_arn}, "StringEquals": {"aws:SourceAccount": account_id}}},
+        deny_insecure_transport("s3", [log_bucket_arn, f"{log_bucket_arn}/*"]),
+    ])
 
 
 @dataclass(frozen=True)
@@ -74,6 +116,8 @@ class ModelStoreArgs:
     identity: WorkloadIdentity
     cluster_ready: list[pulumi.Resource]
     tags: dict[str, str]
+    access_log_days: int = 14
+    """How long the bucket's server access logs are kept (the cluster's log retention)."""
 
 
 class ModelStore(pulumi.ComponentResource):
@@ -109,8 +153,9 @@ class ModelStore(pulumi.ComponentResource):
         aws.s3.BucketLifecycleConfiguration(name, bucket=bucket.id, rules=lifecycle_rules(),
                                             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]))
         aws.s3.BucketPolicy(name, bucket=bucket.id,
-                            policy=bucket.arn.apply(lambda arn: json.dumps(tls_only_bucket_policy(arn), sort_keys=True)),
+                            policy=bucket.arn.apply(lambda arn: json.dumps(bucket_policy(arn), sort_keys=True)),
                             opts=child)
+        self._access_logging(name, bucket, args)
 
         csi_role = WorkloadRole(f"{name}-csi", WorkloadRoleArgs(
             identity=args.identity,
@@ -140,3 +185,40 @@ class ModelStore(pulumi.ComponentResource):
         self.bucket_name = bucket.id
         self.bucket_arn = bucket.arn
         self.register_outputs({"bucketName": self.bucket_name})
+
+    def _access_logging(self, name: str, bucket: aws.s3.Bucket, args: ModelStoreArgs) -> None:
+        """Server access logs of the model bucket (who read or wrote which key), delivered by S3 to a
+        bucket of their own, hardened like the model bucket: no public access, ACLs disabled, SSE-S3,
+        TLS only; the logs expire with the cluster's log retention. The log bucket logs nothing itself
+        (S3 user guide, "Enabling Amazon S3 server access logging": "Your target bucket should not have
+        server access logging enabled"). It follows the model bucket on destroy: retained when it is."""
+        child = pulumi.ResourceOptions(parent=self)
+        logs = aws.s3.Bucket(
+            f"{name}-access-logs",
+            bucket_prefix=f"{args.cluster_name[:29]}-logs-",  # 37 characters at most, as above
+            force_destroy=not args.retain_on_destroy,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=args.retain_on_destroy),
+        )
+        aws.s3.BucketPublicAccessBlock(f"{name}-access-logs", bucket=logs.id, block_public_acls=True,
+                                       block_public_policy=True, ignore_public_acls=True, restrict_public_buckets=True,
+                                       opts=child)
+        aws.s3.BucketOwnershipControls(f"{name}-access-logs", bucket=logs.id,
+                                       rule={"object_ownership": "BucketOwnerEnforced"}, opts=child)
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-access-logs", bucket=logs.id,
+            rules=[{"apply_server_side_encryption_by_default": {"sse_algorithm": "AES256"}}], opts=child)
+        aws.s3.BucketLifecycleConfiguration(f"{name}-access-logs", bucket=logs.id, rules=[
+            {"id": "expire-access-logs", "status": "Enabled", "filter": {"prefix": ""},
+             "expiration": {"days": args.access_log_days}},
+            {"id": "abort-abandoned-multipart-uploads", "status": "Enabled", "filter": {"prefix": ""},
+             "abort_incomplete_multipart_upload": {"days_after_initiation": 1}},
+        ], opts=child)
+        account = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        delivery = aws.s3.BucketPolicy(
+            f"{name}-access-logs", bucket=logs.id,
+            policy=pulumi.Output.all(logs.arn, bucket.arn, account.account_id).apply(
+                lambda v: json.dumps(access_log_bucket_policy(*v), sort_keys=True)),
+            opts=child)
+        # After the policy that lets S3 deliver, so that no log is refused in between.
+        aws.s3.BucketLogging(name, bucket=bucket.id, target_bucket=logs.id, target_prefix=ACCESS_LOG_PREFIX,
+                             opts=pulumi.ResourceOptions(parent=self, depends_on=[delivery]))

@@ -40,6 +40,8 @@ class ClusterLogGroupsArgs:
     container_insights: tuple[str, ...]
     """/aws/containerinsights/<cluster>/* (PlatformSpec.container_insights_log_groups)."""
     retention_days: int
+    kms_key_arn: pulumi.Input[str]
+    """The key every group is encrypted with (components/platform/log_key.py)."""
 
 
 class ClusterLogGroups(pulumi.ComponentResource):
@@ -56,7 +58,7 @@ class ClusterLogGroups(pulumi.ComponentResource):
 
         def group(suffix: str, log_group: str) -> aws.cloudwatch.LogGroup:
             return aws.cloudwatch.LogGroup(f"{name}-{suffix}", name=log_group, retention_in_days=args.retention_days,
-                                           opts=pulumi.ResourceOptions(parent=self))
+                                           kms_key_id=args.kms_key_arn, opts=pulumi.ResourceOptions(parent=self))
 
         self.control_plane = group("control-plane", args.control_plane)
         self.container_insights = [group(path.rsplit("/", 1)[-1], path) for path in args.container_insights]

@@ -17,7 +17,8 @@ MIN_NETWORK_MBPS = 25_000
 in BF16) at 25 Gbps is about 4.5 minutes of wire time each way."""
 MIN_LOCAL_NVME_GIB = 100
 """Local NVMe at all: the instance store, as RAID0, is kubelet's ephemeral storage, which holds the
-download and the rescaled copy. How much is the Job's own ephemeral-storage request."""
+files in flight (their downloads and rescaled copies). How much is the Job's own ephemeral-storage
+request, a bound far below this (stackconfig/store.py scratch_bytes; tests/test_capacity.py)."""
 CPU_LIMIT = "512"
 """At most this many vCPU of preparation nodes at once (several Jobs of a few large nodes)."""
 

@@ -1,4 +1,5 @@
-"""Can the stack's Hugging Face token read each gated model it serves.
+"""Can the stack's Hugging Face token read each gated model it serves, is each model pinned, and is
+each checkpoint the size the program sized its disks on.
 
 The hub's own check, as huggingface_hub 2.4.0 does it (hf_api.py HfApi.auth_check and
 utils/_http.py hf_raise_for_status): GET {endpoint}/api/models/<repo>/auth-check with
@@ -18,8 +19,10 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Callable
 
+from modelstore.hub import Hub, HubError, RemoteFile, wanted
 from stackconfig import HUGGING_FACE_TOKEN_KEY, StackSpec
 from stackconfig.source import FILES, PROJECT, PROJECT_DIR
+from stackconfig.store import SAFETENSORS_HEADER_BYTES, PreparedModel, unpinned
 
 from .result import Result, worst
 
@@ -114,3 +117,61 @@ def check_hub(spec: StackSpec, read_token: Callable[[], Token]) -> Result:
     fix = "" if status == "PASS" else (f"request access on each model's page ({DEFAULT_ENDPOINT}/<repo>) with the token's "
                                        f"account, or set a token that has it: {set_token}")
     return Result(status, CHECK, f"{token.source} at {endpoint}: {'; '.join(f for _, f in checks)}", fix)
+
+
+REVISIONS = "model revisions"
+
+
+def check_revisions(spec: StackSpec) -> Result:
+    """Every model the stack serves pinned to a hub commit, or each one left on `main` named."""
+    left = unpinned(spec.prepared_models)
+    if not left:
+        return Result("PASS", REVISIONS, "every model is pinned to a hub commit (modelRevisions)")
+    return Result("WARN", REVISIONS, f"prepared from main as it is when first prepared: {', '.join(left)}",
+                  f"make lock STACK={spec.stack} (pins each to the commit main points to now)")
+
+
+CHECKPOINTS = "checkpoint sizes"
+
+
+def compare_checkpoint(model: PreparedModel, files: tuple[RemoteFile, ...]) -> tuple[str, str]:
+    """(status, finding): the repository's safetensors at the prepared revision against what the
+    program sized every disk and transfer on (stackconfig/catalog.py Checkpoint). A file's size is
+    its tensors plus a JSON header, so the listed total may exceed the recorded tensor bytes by at
+    most SAFETENSORS_HEADER_BYTES per file."""
+    weights = [f for f in files if f.path.endswith(".safetensors")]
+    listed, largest = sum(f.size for f in weights), max(weights, key=lambda f: f.size)
+    recorded = model.checkpoint_bytes
+    where = f"{model.model}@{model.revision[:12]}"
+    if largest.size > model.largest_file_bytes:
+        return "FAIL", (f"{where}: {largest.path} is {largest.size:,} B, above the {model.largest_file_bytes:,} B a "
+                        "preparation stream holds (stackconfig/store.py HUB_SHARD_BYTES): the preparation would refuse it")
+    if listed > recorded + len(weights) * SAFETENSORS_HEADER_BYTES:
+        return "FAIL", (f"{where}: {len(weights)} safetensors files of {listed / 2**30:,.1f} GiB where the program sized disks "
+                        f"on {recorded / 2**30:,.1f} GiB ({model.info.checkpoint.source})")
+    if listed < recorded * 0.98:
+        return "WARN", (f"{where}: {listed / 2**30:,.1f} GiB listed, {recorded / 2**30:,.1f} GiB recorded: disks are "
+                        "sized larger than needed")
+    return "PASS", f"{where}: {listed / 2**30:,.1f} GiB as recorded"
+
+
+def check_checkpoints(spec: StackSpec, read_token: Callable[[], Token]) -> Result:
+    """Each prepared model's checkpoint as the hub lists it now, against the recorded size: a
+    checkpoint larger than recorded would overflow the disks sized on it (the FP8 405B was once
+    sized at 377 GiB for a 454 GiB checkpoint). Only metadata is read, never a file."""
+    models = list({(m.model, m.revision): m for m in spec.prepared_models}.values())
+    token = read_token() if any(m.info.gated for m in models) else Token(None, "no gated model")
+    if any(m.info.gated for m in models) and token.value is None:
+        return Result("WARN", CHECKPOINTS, f"could not verify: {token.source}",
+                      "run `pulumi login` (and export PULUMI_CONFIG_PASSPHRASE for a passphrase stack), or set HF_TOKEN")
+    client = Hub(hub_endpoint(), token.value)
+    checks = []
+    for model in models:
+        try:
+            checks.append(compare_checkpoint(model, wanted(client.revision(model.model, model.revision).files)))
+        except HubError as error:
+            checks.append(("WARN", f"{model.model}@{model.revision[:12]}: could not verify ({error})"))
+    status = worst([s for s, _ in checks])
+    fix = "" if status != "FAIL" else ("record the hub's size: in stackconfig/catalog.py for a catalog model, or "
+                                        "models.<id>.checkpointBytes in the stack file for a declared one")
+    return Result(status, CHECKPOINTS, "; ".join(f for _, f in checks), fix)

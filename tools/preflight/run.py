@@ -11,6 +11,7 @@ AWS_ENDPOINT_URL_<SERVICE>; the hub check honours HF_ENDPOINT. Nothing is create
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError
 
 from stackconfig import PlatformSpec, StackSpec
+from stackconfig.source import stack_argument
 from tools.stack import StackFileError, ToolError, one_line, pulumi_outputs, stack_spec
 
 from . import account, capacity, clis, cost, hub, platform
@@ -91,6 +93,8 @@ def run_checks(spec: StackSpec | PlatformSpec, aws: AwsClients, now: datetime,
     results.append(platform.check_endpoint(spec))
     if isinstance(spec, StackSpec):
         results.append(hub.check_hub(spec, read_token))
+        results.append(hub.check_revisions(spec))
+        results.append(hub.check_checkpoints(spec, read_token))
     results.append(cost.check_cost(spec, aws.pricing, estimate, now.date()))
     return results
 
@@ -118,7 +122,7 @@ def report(spec: StackSpec | PlatformSpec, results: list[Result], as_json: bool)
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stack", required=True)
+    parser.add_argument("--stack", required=True, type=stack_argument)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)
     try:
@@ -130,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     except BotoCoreError as error:  # e.g. AWS_PROFILE names a profile that does not exist
         print(f"error: AWS: {one_line(error)}", file=sys.stderr)
         return 1
-    results = run_checks(spec, aws, datetime.now(timezone.utc), lambda: hub.stack_token(args.stack),
+    # The token is read once (`pulumi config get`), for both checks that ask the hub.
+    results = run_checks(spec, aws, datetime.now(timezone.utc), functools.cache(lambda: hub.stack_token(args.stack)),
                          lambda: deployed_addons(args.stack))
     print(report(spec, results, args.json))
     return 1 if any(r.status == "FAIL" for r in results) else 0
