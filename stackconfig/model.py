@@ -17,7 +17,6 @@ from .catalog import APPROXIMATE_HOURLY_USD, INSTANCE_SHAPES, InstanceShape, Mod
 from .engines import (
     KV_SEGMENT_SIZES,
     SINGLE_SHOT_PREFILL_MAX,
-    Engine,
     powers_of_two_up_to,
 )
 from .naming import prefixed, slug, stack_slug
@@ -92,8 +91,8 @@ class CapacitySettings:
 class ServingSettings:
     """Serving parameters every variant of a stack shares, so that only the decoding differs."""
 
-    engine: Engine
-    """The default engine of the stack's variants (stackconfig/engines.py)."""
+    engine: str
+    """The default engine of the stack's variants (stackconfig/engines/)."""
     image: str | None
     """serving.image: replaces the default image of `engine`; None keeps each engine's default."""
     target: str
@@ -133,7 +132,8 @@ class Variant:
     role: Role
     target: str
     serving: ServingSettings
-    engine: Engine
+    engine: str
+    """A registered engine's name (stackconfig/engines/ ENGINES)."""
     image: str
     target_info: ModelInfo
     baseline: str | None = None
@@ -170,7 +170,7 @@ class Variant:
     @property
     def max_num_batched_tokens(self) -> int:
         """vllm-neuron's prefill budget: the whole context in one shot up to 16384 tokens, else
-        the largest KV segment size (segmented prefill; stackconfig/engines.py)."""
+        the largest KV segment size (segmented prefill; stackconfig/engines/base.py)."""
         if self.serving.max_num_batched_tokens:
             return self.serving.max_num_batched_tokens
         length = self.serving.max_model_len

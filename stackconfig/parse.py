@@ -51,12 +51,12 @@ from .catalog import (
     known_regions,
 )
 from .engines import (
+    DEFAULT_ENGINE,
     DFLASH_TENSOR_PARALLEL,
     ENGINES,
     KV_SEGMENT_SIZES,
     METHOD_DRAFT_KIND,
     PLUGIN_FAMILIES_WITHOUT_RECIPE,
-    PROGRAM_NEURON_CONFIG_KEYS,
     SINGLE_SHOT_PREFILL_MAX,
     image_sdk,
     neuron_config_fields,
@@ -660,7 +660,7 @@ def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str,
     if devices and devices > node_devices:
         s.problem("devicesPerVariant", f"{devices} devices do not fit on a {capacity.instance_type} ({node_devices} devices)")
     lnc = s.integer("logicalNeuronCores", 2, allowed=LOGICAL_NEURON_CORE_SIZES)
-    engine = s.string("engine", "nxdi-legacy", choices=tuple(ENGINES)) or "nxdi-legacy"
+    engine = s.string("engine", DEFAULT_ENGINE, choices=tuple(ENGINES)) or DEFAULT_ENGINE
     max_model_len = s.integer("maxModelLen", low=128, high=131072)
     batched = s.integer("maxNumBatchedTokens", None, low=128)
     if batched is not None and max_model_len:
@@ -718,7 +718,7 @@ def _added_capabilities(s: _Section) -> tuple[str, ...]:
 
 
 def _check_batched_tokens(s: _Section, batched: int, max_model_len: int) -> None:
-    """The plugin's prefill rule (stackconfig/engines.py): one shot up to 16384 tokens, else
+    """The plugin's prefill rule (stackconfig/engines/base.py): one shot up to 16384 tokens, else
     segmented, with the budget one of the supported KV segment sizes."""
     if batched < max_model_len and batched not in KV_SEGMENT_SIZES:
         s.problem("maxNumBatchedTokens", f"{batched} is below maxModelLen {max_model_len}, so prefill is segmented and the budget "
@@ -733,7 +733,7 @@ def _neuron_config(s: _Section, key: str, engine: str) -> dict[str, Any]:
     stackconfig/data), and none the program derives itself. Both engines silently ignore keys
     they do not know (NxDI only warns), so a typo is caught here or never."""
     config = s.mapping(key, {}) or {}
-    known, derived = neuron_config_fields(engine), PROGRAM_NEURON_CONFIG_KEYS[engine]
+    known, derived = neuron_config_fields(engine), ENGINES[engine].program_keys
     for name in config:
         if name in derived:
             s.problem(f"{key}.{name}", f"is set by the program from typed config for {engine}; remove it")
@@ -1038,7 +1038,7 @@ def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: Ser
 
 def _check_engine_image(s: _Section, key: str | None, engine: str, image: str, target: ModelInfo | None) -> None:
     """The image's Neuron SDK release, from its tag, within what the engine accepts
-    (stackconfig/engines.py EngineInfo.sdks), and the target's family served by that release.
+    (stackconfig/engines/ EngineInfo.sdks), and the target's family served by that release.
     `key` is "image" when the variant sets it, else None: serving.image. A problem of a serving
     key is said once for all variants."""
     def problem(message: str, variant_key: str | None = key, serving_key: str = "serving.image") -> None:
@@ -1111,7 +1111,7 @@ def _speculation_method(s: _Section, engine: str, draft: str, target: str, metho
 
 
 def _check_dflash(s: _Section, serving: ServingSettings, quantization: str | None) -> None:
-    """DFlash's documented limits (stackconfig/engines.py). The TP is checked only when
+    """DFlash's documented limits (stackconfig/engines/base.py). The TP is checked only when
     serving.devicesPerVariant is valid (else it is 0 and its problem is reported)."""
     if serving.devices_per_variant and serving.tensor_parallel_size not in DFLASH_TENSOR_PARALLEL:
         s.problem("draft", f"DFlash runs at TP {' or '.join(map(str, DFLASH_TENSOR_PARALLEL))}; this stack's TP is "

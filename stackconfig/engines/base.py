@@ -1,0 +1,86 @@
+"""What every serving engine is described by (EngineInfo), and the facts the engines share: the
+SDK an image's tag names, speculation methods by draft kind, the plugin-style bucket rules. Each
+engine is a module beside this one (nxdi_legacy.py, vllm_neuron.py); the registry
+(stackconfig/engines/__init__.py ENGINES) is keyed by the engine's name.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    name: str
+    """The key of the registry and the value of serving.engine / variants[].engine."""
+    image: str
+    """The default image, pinned (a stack may pin another with serving.image / variants[].image)."""
+    methods: tuple[str, ...]
+    """vLLM speculative_config methods this engine runs, by the kind of draft they need."""
+    neuron_config_fields: str
+    """File in stackconfig/data (or an absolute path) listing the neuron config keys the engine defines."""
+    support: str
+    sdks: tuple[tuple[int, int], tuple[int, int] | None]
+    """The Neuron SDK releases (major, minor) whose images this engine accepts, oldest and newest
+    (None: no newest): the image tag names its SDK (image_sdk)."""
+    program_keys: frozenset[str]
+    """The neuron config keys the program sets itself, from typed config: refused in a stack's neuronConfig."""
+
+
+_IMAGE_SDK = re.compile(r"(?:^|-)sdk(\d+)\.(\d+)(?:\.\d+)?(?:-|$)")
+
+
+def image_sdk(image: str) -> tuple[int, int] | None:
+    """The Neuron SDK release an image's tag names, as the Neuron DLC tags do
+    (`...-neuronx-py313-sdk2.32.0-ubuntu24.04`); None when the tag names none."""
+    tag = image.split("@")[0].rsplit("/", 1)[-1]
+    match = _IMAGE_SDK.search(tag.partition(":")[2])
+    return (int(match[1]), int(match[2])) if match else None
+
+
+PLUGIN_FAMILIES_WITHOUT_RECIPE: dict[str, tuple[int, int]] = {"qwen3": (2, 32)}
+"""Model families the plugin's documentation gives no text-generation recipe for, up to and
+including this SDK. Neuron 2.32.0 (vllm-neuron/docs/model-recipes/index.md at aws-neuron-sdk
+v2.32.0) has recipes for Llama 3, GPT-OSS, Qwen3-VL and Qwen3-Embedding only. The plugin's own
+Qwen3 text recipe (vllm-project/vllm-neuron docs/model-recipes/qwen3.md, dated 2026-07-23: dense
+Qwen3 up to 32B, BF16, EAGLE3) is in no release whose image this program could confirm."""
+
+
+def sdk_text(sdk: tuple[int, int]) -> str:
+    return f"{sdk[0]}.{sdk[1]}"
+
+
+# What each method needs from the draft (stackconfig/catalog.py ModelInfo.kind).
+METHOD_DRAFT_KIND = {"draft_model": "model", "eagle": "eagle-head", "eagle3": "eagle3-head", "dflash": "dflash-head"}
+
+# DFlash's documented limits (vllm-project/vllm-neuron main, docs/guides/features-guide.md;
+# docs/facts.md "Serving engines on Trainium2"): TP 4 or 8, BF16 target/draft/KV cache, no chunked prefill, no
+# async scheduling, no prefix caching.
+DFLASH_TENSOR_PARALLEL = (4, 8)
+
+# The plugin's segmented-prefill rule (vllm_neuron bucket utils, docs/facts.md "Serving engines on Trainium2"):
+# single-shot prefill up to this length; beyond it max_num_batched_tokens must be one of the
+# supported KV segment sizes.
+SINGLE_SHOT_PREFILL_MAX = 16 * 1024
+KV_SEGMENT_SIZES = (512, 1024, 2048, 4096, 8192)
+
+
+@cache
+def fields_in(file: str) -> frozenset[str]:
+    """The neuron config keys a fields file lists (derived lists with their sources inside)."""
+    return frozenset(json.loads((DATA / file).read_text())["fields"])
+
+
+def powers_of_two_up_to(limit: int, start: int = 1) -> list[int]:
+    """Buckets as the plugin's defaults build them (powers of 2 from `start`), ending exactly at
+    `limit`, because the largest bucket must equal the limit (reference-configuration.md)."""
+    buckets, size = [], start
+    while size < limit:
+        buckets.append(size)
+        size *= 2
+    return buckets + [limit]
