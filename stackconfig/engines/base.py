@@ -10,8 +10,14 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any, Callable
 
 DATA = Path(__file__).parent.parent / "data"
+
+Variant = Any
+"""A typed variant (stackconfig/model.py Variant). The variant asks its engine for its settings, so
+the engines stand below the typed model and take a variant by shape: importing it would close a
+circle (model -> engines -> model)."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,14 @@ class EngineInfo:
     (None: no newest): the image tag names its SDK (image_sdk)."""
     program_keys: frozenset[str]
     """The neuron config keys the program sets itself, from typed config: refused in a stack's neuronConfig."""
+    neuron_config: Callable[[Variant], dict[str, Any]]
+    """What the engine compiles with, from the variant's typed config and its neuronConfig keys."""
+    speculative_config: Callable[[Variant, dict[str, Any]], dict[str, Any]]
+    """vLLM's --speculative-config for an SD variant, from the keys every engine takes (model,
+    num_speculative_tokens)."""
+    prefill_budget: bool = False
+    """Whether the engine takes --max-num-batched-tokens (serving.maxNumBatchedTokens), which then
+    changes what it compiles."""
 
 
 _IMAGE_SDK = re.compile(r"(?:^|-)sdk(\d+)\.(\d+)(?:\.\d+)?(?:-|$)")

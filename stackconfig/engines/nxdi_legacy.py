@@ -4,10 +4,50 @@ one that runs plain draft-model (fused) speculation. NxD Inference is in mainten
 `announce-eos-nxdi-nxd-core-inference`, 2026-10-16)."""
 from __future__ import annotations
 
+from typing import Any
+
+from ..catalog import all_modules
 from ..versions import ENGINE_IMAGES
-from .base import EngineInfo
+from .base import EngineInfo, Variant
 
 NAME = "nxdi-legacy"
+
+
+def neuron_config(variant: Variant) -> dict[str, Any]:
+    """--override-neuron-config: NxDI NeuronConfig fields on top of the fork's defaults."""
+    config: dict[str, Any] = {"save_sharded_checkpoint": True, **variant.serving.neuron_config, **variant.neuron_config_extra}
+    if variant.is_speculative:
+        # NxDI builds fused speculation from vLLM's speculative config whatever its method;
+        # EAGLE needs its own switch on top (docs/facts.md, "vLLM on Neuron").
+        config["enable_fused_speculation"] = True
+        if variant.speculation_method == "eagle":
+            config["enable_eagle_speculation"] = True
+    if variant.quantization == "fp8":
+        # Seed 004's FP8 kernels, as NeuronConfig names them (its vLLM command hyphenated
+        # them, which NxDI ignores with a warning).
+        config["quantized_mlp_kernel_enabled"] = True
+        config["quantization_type"] = "per_channel_symmetric"
+        config["rmsnorm_quantize_kernel_enabled"] = True
+        # What stays BF16 (NxDI asserts the list exists with the QKV kernel on a quantized
+        # model: stackconfig/semantics.py). The draft is a deep copy of the target's config,
+        # so it carries the FP8 flags and would inherit the target's list: the 405B tutorial
+        # gives a BF16 draft model its own, every module it has (an EAGLE head keeps the
+        # inherited one).
+        config["modules_to_not_convert"] = list(variant.target_info.bf16_modules)
+        if variant.is_speculative and variant.draft_info and variant.draft_info.kind == "model":
+            config["draft_model_modules_to_not_convert"] = list(all_modules(variant.draft_info.layers))
+    return config
+
+
+def speculative_config(variant: Variant, config: dict[str, Any]) -> dict[str, Any]:
+    config = {**config, "max_model_len": variant.draft_max_model_len}
+    # A plain draft gets no method: vLLM then selects draft_model, as the Neuron fork's own
+    # examples/offline_inference/neuron_speculation.py does; "eagle" would wrap the draft's
+    # config as an EAGLE head.
+    if variant.speculation_method == "eagle":
+        config["method"] = "eagle"
+    return config
+
 
 ENGINE = EngineInfo(
     name=NAME,
@@ -24,4 +64,6 @@ ENGINE = EngineInfo(
                             "enable_eagle_speculation", "save_sharded_checkpoint", "logical_nc_config", "logical_neuron_cores",
                             "quantized_mlp_kernel_enabled", "quantization_type", "rmsnorm_quantize_kernel_enabled",
                             "modules_to_not_convert", "draft_model_modules_to_not_convert"}),
+    neuron_config=neuron_config,
+    speculative_config=speculative_config,
 )
