@@ -30,6 +30,8 @@ SERVED_ROOTS = (WEIGHTS_ROOT, COMPILED_ROOT, STAGING_ROOT)
 """What the servers read through Mountpoint. Results and the benchmark's caches are never mounted."""
 MODEL_STORE_MOUNT_PATH = "/var/mdl"
 """Where a server sees the store: each prefix it reads at the same path below this as in the bucket."""
+NODE_CACHE_MOUNT = "/node-cache"
+"""Where a server sees its cache on the node's NVMe: the store's objects copied there, its compiled set."""
 MANIFEST_FILE = "manifest.json"
 WEIGHTS_MARKER = ".complete"
 COMMIT_FILE = "commit.json"

@@ -13,6 +13,7 @@ from .base import (
     PLUGIN_FAMILIES_WITHOUT_RECIPE,
     SINGLE_SHOT_PREFILL_MAX,
     EngineInfo,
+    Setting,
     fields_in,
     image_sdk,
     powers_of_two_up_to,
@@ -30,5 +31,5 @@ def neuron_config_fields(engine: str) -> frozenset[str]:
 
 
 __all__ = ["DATA", "DEFAULT_ENGINE", "DFLASH_TENSOR_PARALLEL", "ENGINES", "KV_SEGMENT_SIZES", "METHOD_DRAFT_KIND",
-           "PLUGIN_FAMILIES_WITHOUT_RECIPE", "SINGLE_SHOT_PREFILL_MAX", "EngineInfo", "image_sdk", "neuron_config_fields",
+           "PLUGIN_FAMILIES_WITHOUT_RECIPE", "SINGLE_SHOT_PREFILL_MAX", "EngineInfo", "Setting", "image_sdk", "neuron_config_fields",
            "powers_of_two_up_to", "sdk_text"]

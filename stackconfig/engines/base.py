@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 DATA = Path(__file__).parent.parent / "data"
 
@@ -18,6 +18,8 @@ Variant = Any
 """A typed variant (stackconfig/model.py Variant). The variant asks its engine for its settings, so
 the engines stand below the typed model and take a variant by shape: importing it would close a
 circle (model -> engines -> model)."""
+Setting = Callable[[Variant], "str | None"]
+"""One environment variable's value for a variant (None: not set for it)."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,13 @@ class EngineInfo:
     speculative_config: Callable[[Variant, dict[str, Any]], dict[str, Any]]
     """vLLM's --speculative-config for an SD variant, from the keys every engine takes (model,
     num_speculative_tokens)."""
+    server_arguments: Callable[[Variant, list[str], list[str]], list[str]]
+    """`vllm serve ...` for a variant, from the arguments every engine takes and its
+    --speculative-config (empty for a baseline): stackconfig/server.py arguments."""
+    environment: Mapping[str, Setting]
+    """The variables the engine's server is given beside serve.sh's (stackconfig/server.py)."""
+    saves_sharded_weights: bool = False
+    """Whether the compiled set holds the sharded weights of every model compiled, beside the graphs."""
     prefill_budget: bool = False
     """Whether the engine takes --max-num-batched-tokens (serving.maxNumBatchedTokens), which then
     changes what it compiles."""

@@ -4,11 +4,13 @@ one that runs plain draft-model (fused) speculation. NxD Inference is in mainten
 `announce-eos-nxdi-nxd-core-inference`, 2026-10-16)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..catalog import all_modules
+from ..store import NODE_CACHE_MOUNT
 from ..versions import ENGINE_IMAGES
-from .base import EngineInfo, Variant
+from .base import EngineInfo, Setting, Variant
 
 NAME = "nxdi-legacy"
 
@@ -49,6 +51,25 @@ def speculative_config(variant: Variant, config: dict[str, Any]) -> dict[str, An
     return config
 
 
+def server_arguments(variant: Variant, common: list[str], speculative: list[str]) -> list[str]:
+    return common + ["--override-neuron-config", json.dumps(variant.neuron_config, sort_keys=True)] + speculative
+
+
+# vLLM 0.9.1 (Neuron fork, V0) + NxD Inference, as the source documents ran it.
+ENVIRONMENT: dict[str, Setting] = {
+    "VLLM_NEURON_FRAMEWORK": lambda v: "neuronx-distributed-inference",
+    # Draft-model (fused) speculation exists only on vLLM's V0 Neuron path (docs/facts.md, "vLLM on Neuron").
+    "VLLM_USE_V1": lambda v: "0",
+    "VLLM_RPC_TIMEOUT": lambda v: "100000",
+    "NEURON_RT_VIRTUAL_CORE_SIZE": lambda v: str(v.serving.logical_neuron_cores),
+    # NxDI loads from, or compiles into, this path (the fork's neuronx_distributed loader).
+    "NEURON_COMPILED_ARTIFACTS": lambda v: f"{NODE_CACHE_MOUNT}/{v.artifact_path}",
+    # Let the Neuron compiler read rescaled FP8 (e4m3fn) weights as FP8_EXP4 (the 405B tutorial).
+    "XLA_HANDLE_SPECIAL_SCALAR": lambda v: "1" if v.quantization == "fp8" else None,
+    "UNSAFE_FP8FNCAST": lambda v: "1" if v.quantization == "fp8" else None,
+}
+
+
 ENGINE = EngineInfo(
     name=NAME,
     image=ENGINE_IMAGES[NAME].version,
@@ -66,4 +87,8 @@ ENGINE = EngineInfo(
                             "modules_to_not_convert", "draft_model_modules_to_not_convert"}),
     neuron_config=neuron_config,
     speculative_config=speculative_config,
+    server_arguments=server_arguments,
+    environment=ENVIRONMENT,
+    # save_sharded_checkpoint (neuron_config): the compiled set holds every compiled model's shards.
+    saves_sharded_weights=True,
 )

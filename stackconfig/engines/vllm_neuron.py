@@ -4,10 +4,12 @@ vllm-neuron/docs/getting-started/migration-nxdi-to-vllm-neuron.md: "Vanilla draf
 speculative decoding is not supported; migrate to an EAGLE3 draft")."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from ..store import NODE_CACHE_MOUNT
 from ..versions import ENGINE_IMAGES
-from .base import EngineInfo, Variant, powers_of_two_up_to
+from .base import EngineInfo, Setting, Variant, powers_of_two_up_to
 
 NAME = "vllm-neuron"
 
@@ -33,6 +35,40 @@ def speculative_config(variant: Variant, config: dict[str, Any]) -> dict[str, An
     return {"method": variant.speculation_method, **config}
 
 
+def server_arguments(variant: Variant, common: list[str], speculative: list[str]) -> list[str]:
+    """Settings under --additional-config's neuron_config, no --device (Neuron 2.32
+    migration-nxdi-to-vllm-neuron.md)."""
+    args = common + [
+        "--max-num-batched-tokens", str(variant.max_num_batched_tokens),
+        # As the EAGLE3 tutorial serves: repeated benchmark prompts must not hit a prefix cache.
+        "--no-enable-prefix-caching",
+        "--additional-config", json.dumps({"neuron_config": variant.neuron_config}, sort_keys=True),
+    ] + speculative
+    if variant.speculation_method == "dflash":
+        # DFlash: no async scheduling, no chunked prefill (vllm-neuron features-guide; docs/facts.md, "Serving engines on Trainium2").
+        args += ["--no-async-scheduling", "--no-enable-chunked-prefill"]
+    return args
+
+
+def compilation_timeout_seconds(variant: Variant) -> int:
+    """The plugin's compile and execute budgets: the Neuron tutorials set 1200 s (the default
+    600 s is too short for large models, Neuron 2.32 quickstart-online-serving.md); scaled up
+    here with model size, an assumption of this project."""
+    return max(1200, int(120 * variant.target_info.params_billion))
+
+
+# The vLLM Neuron plugin (vLLM V1): no VLLM_NEURON_FRAMEWORK, no VLLM_USE_V1 (Neuron 2.32
+# migration-nxdi-to-vllm-neuron.md).
+ENVIRONMENT: dict[str, Setting] = {
+    # The NEFF cache lives under it ($VLLM_CACHE_ROOT/neuron/compile_cache).
+    "VLLM_CACHE_ROOT": lambda v: f"{NODE_CACHE_MOUNT}/{v.artifact_path}",
+    # LNC for the plugin's runtime (Neuron logical-neuroncore-config: NEURON_LOGICAL_NC_CONFIG).
+    "NEURON_LOGICAL_NC_CONFIG": lambda v: str(v.serving.logical_neuron_cores),
+    "VLLM_NEURON_COMPILATION_TIMEOUT": lambda v: str(compilation_timeout_seconds(v)),
+    "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": lambda v: str(compilation_timeout_seconds(v)),
+}
+
+
 ENGINE = EngineInfo(
     name=NAME,
     image=ENGINE_IMAGES[NAME].version,
@@ -45,5 +81,7 @@ ENGINE = EngineInfo(
     program_keys=frozenset({"num_seqs_buckets", "num_batched_tokens_buckets", "on_device_sampling_config"}),
     neuron_config=neuron_config,
     speculative_config=speculative_config,
+    server_arguments=server_arguments,
+    environment=ENVIRONMENT,
     prefill_budget=True,
 )
