@@ -118,7 +118,7 @@ class ModelInfo:
     derived from them: a BF16 draft of an FP8 target (0: not recorded)."""
     bf16_modules: tuple[str, ...] = ()
     """An FP8 checkpoint's modules kept in BF16, which NxD Inference must not convert (its
-    modules_to_not_convert; stackconfig/semantics.py)."""
+    modules_to_not_convert; stackconfig/engines/nxdi_legacy.py)."""
     checkpoint: Checkpoint | None = None
     """The checkpoint's size: every disk, transfer-time and cost figure of the model derives from it.
     None only for a model declared without one, which validation refuses (models.<id>.checkpointBytes)."""

@@ -12,6 +12,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from .failure import EngineFailure
+
 DATA = Path(__file__).parent.parent / "data"
 
 Variant = Any
@@ -48,6 +50,12 @@ class EngineInfo:
     --speculative-config (empty for a baseline): stackconfig/server.py arguments."""
     environment: Mapping[str, Setting]
     """The variables the engine's server is given beside serve.sh's (stackconfig/server.py)."""
+    failures: Callable[[Variant, list[str]], list[EngineFailure]]
+    """Every way the variant's server would fail, given its `vllm serve` arguments: the engine's own
+    code that the rendered settings reach, restated beside the file and lines it restates
+    (stackconfig/semantics.py)."""
+    serves_greedily: Callable[[Variant, dict[str, Any]], bool]
+    """Whether the server decodes greedily for requests carrying these sampling parameters."""
     saves_sharded_weights: bool = False
     """Whether the compiled set holds the sharded weights of every model compiled, beside the graphs."""
     prefill_budget: bool = False

@@ -10,6 +10,7 @@ from typing import Any
 from ..store import NODE_CACHE_MOUNT
 from ..versions import ENGINE_IMAGES
 from .base import EngineInfo, Setting, Variant, powers_of_two_up_to
+from .failure import FIRST_START, EngineFailure, Source
 
 NAME = "vllm-neuron"
 
@@ -21,7 +22,7 @@ def neuron_config(variant: Variant) -> dict[str, Any]:
         "num_batched_tokens_buckets": powers_of_two_up_to(variant.max_num_batched_tokens, start=128),
         # Sampling on the device, greedy: speculation needs on-device sampling (Neuron 2.32
         # vllm-neuron features-guide.md L596-603), and an empty mapping has no documented
-        # meaning (stackconfig/semantics.py plugin_failures). Every variant, so baseline
+        # meaning (plugin_failures below). Every variant, so baseline
         # and SD decode alike; validation keeps the benchmark's requests greedy to match.
         "on_device_sampling_config": {"all_greedy": True},
         **variant.serving.neuron_config,
@@ -69,6 +70,37 @@ ENVIRONMENT: dict[str, Setting] = {
 }
 
 
+def _plugin_docs(path: str, lines: str) -> Source:
+    return Source("aws-neuron/aws-neuron-sdk", "v2.32.0", "a3247f5b8c305f9b70a19993acb306122e736eec",
+                  f"vllm-neuron/docs/{path}", lines)
+
+
+def plugin_failures(variant: Variant, args: list[str]) -> list[EngineFailure]:
+    """The plugin builds its configuration from the arguments on every start; what a second start
+    reuses is compiled graphs in its cache ($VLLM_CACHE_ROOT/neuron/compile_cache: docs/facts.md,
+    "Serving engines on Trainium2"), not a saved configuration, so one start stands for both."""
+    neuron = json.loads(args[args.index("--additional-config") + 1])["neuron_config"]
+    sampling = neuron.get("on_device_sampling_config")
+    failures = []
+    if sampling == {}:
+        # The documentation gives no meaning to an empty mapping and disagrees on the default.
+        failures.append(EngineFailure(FIRST_START, "on_device_sampling_config",
+                                      "an empty mapping: the reference gives null, CPU sampling, as the default while the features "
+                                      "guide says on-device sampling is on by default; name its keys (all_greedy)",
+                                      _plugin_docs("guides/reference-configuration.md", "79")))
+    if variant.is_speculative and not sampling:
+        failures.append(EngineFailure(FIRST_START, "on_device_sampling_config",
+                                      "speculative decoding rejects draft tokens on the device, which requires on_device_sampling_config",
+                                      _plugin_docs("guides/features-guide.md", "596-603")))
+    return failures
+
+
+def serves_greedily(variant: Variant, request: dict[str, Any]) -> bool:
+    """Whatever the request asks: the program renders on_device_sampling_config {"all_greedy": true}
+    (neuron_config)."""
+    return True
+
+
 ENGINE = EngineInfo(
     name=NAME,
     image=ENGINE_IMAGES[NAME].version,
@@ -83,5 +115,7 @@ ENGINE = EngineInfo(
     speculative_config=speculative_config,
     server_arguments=server_arguments,
     environment=ENVIRONMENT,
+    failures=plugin_failures,
+    serves_greedily=serves_greedily,
     prefill_budget=True,
 )
