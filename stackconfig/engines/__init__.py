@@ -10,7 +10,6 @@ from .base import (
     DFLASH_TENSOR_PARALLEL,
     KV_SEGMENT_SIZES,
     METHOD_DRAFT_KIND,
-    PLUGIN_FAMILIES_WITHOUT_RECIPE,
     SINGLE_SHOT_PREFILL_MAX,
     EngineInfo,
     Setting,
@@ -31,5 +30,5 @@ def neuron_config_fields(engine: str) -> frozenset[str]:
 
 
 __all__ = ["DATA", "DEFAULT_ENGINE", "DFLASH_TENSOR_PARALLEL", "ENGINES", "KV_SEGMENT_SIZES", "METHOD_DRAFT_KIND",
-           "PLUGIN_FAMILIES_WITHOUT_RECIPE", "SINGLE_SHOT_PREFILL_MAX", "EngineInfo", "Setting", "image_sdk", "neuron_config_fields",
+           "SINGLE_SHOT_PREFILL_MAX", "EngineInfo", "Setting", "image_sdk", "neuron_config_fields",
            "powers_of_two_up_to", "sdk_text"]

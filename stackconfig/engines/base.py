@@ -56,6 +56,22 @@ class EngineInfo:
     (stackconfig/semantics.py)."""
     serves_greedily: Callable[[Variant, dict[str, Any]], bool]
     """Whether the server decodes greedily for requests carrying these sampling parameters."""
+    refused_neuron_config: Callable[[dict[str, Any]], dict[str, str]] = lambda config: {}
+    """Values of its own neuron config keys the engine cannot serve, key -> why (a stack's neuronConfig)."""
+    check_variant: Callable[[Variant], list[tuple[str, str]]] = lambda variant: []
+    """Problems of a variant's rendered settings, (key under the variant, message): what the engine
+    would assert on, caught by key before it is asked."""
+    draft_max_model_len_refused: str = ""
+    """Why a variant may not set draftMaxModelLen ("": the engine takes one)."""
+    rescaled_fp8: bool = False
+    """Whether it serves FP8 checkpoints rescaled for Neuron (quantization: fp8)."""
+    beyond_newest: str = ""
+    """Why an image newer than its newest SDK is refused, said after the span."""
+    unserved_family: Callable[[Any, tuple[int, int]], str | None] = lambda target, sdk: None
+    """Why an image of this SDK cannot serve the target (a catalog ModelInfo), or None."""
+    greedy_only: str = ""
+    """Why it decodes every request greedily whatever the request asks ("": it follows the request),
+    so the benchmark must ask for temperature 0 to report what it measured."""
     saves_sharded_weights: bool = False
     """Whether the compiled set holds the sharded weights of every model compiled, beside the graphs."""
     prefill_budget: bool = False
@@ -72,14 +88,6 @@ def image_sdk(image: str) -> tuple[int, int] | None:
     tag = image.split("@")[0].rsplit("/", 1)[-1]
     match = _IMAGE_SDK.search(tag.partition(":")[2])
     return (int(match[1]), int(match[2])) if match else None
-
-
-PLUGIN_FAMILIES_WITHOUT_RECIPE: dict[str, tuple[int, int]] = {"qwen3": (2, 32)}
-"""Model families the plugin's documentation gives no text-generation recipe for, up to and
-including this SDK. Neuron 2.32.0 (vllm-neuron/docs/model-recipes/index.md at aws-neuron-sdk
-v2.32.0) has recipes for Llama 3, GPT-OSS, Qwen3-VL and Qwen3-Embedding only. The plugin's own
-Qwen3 text recipe (vllm-project/vllm-neuron docs/model-recipes/qwen3.md, dated 2026-07-23: dense
-Qwen3 up to 32B, BF16, EAGLE3) is in no release whose image this program could confirm."""
 
 
 def sdk_text(sdk: tuple[int, int]) -> str:

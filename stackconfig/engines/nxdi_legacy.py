@@ -310,6 +310,38 @@ def serves_greedily(variant: Variant, request: dict[str, Any]) -> bool:
     return variant.is_speculative or request.get("temperature") == 0 or request.get("top_k") == 1
 
 
+def check_variant(variant: Variant) -> list[tuple[str, str]]:
+    """Bucket lists given in an NxDI neuron config must fit the lengths it compiles for: context
+    buckets end at max_context_length or below, token-generation buckets at the sequence length
+    (NeuronConfig asserts both). vllm-neuron's lists, whose largest bucket must equal
+    max_num_seqs and max_num_batched_tokens (Neuron 2.32 reference-configuration.md), are the
+    program's own (vllm_neuron.py neuron_config; validation refuses them in config) and end there."""
+    problems: list[tuple[str, str]] = []
+    config, serving = variant.neuron_config, variant.serving
+    context = config.get("max_context_length", serving.max_model_len)
+    if not isinstance(context, int) or isinstance(context, bool):
+        problems.append(("neuronConfig.max_context_length", f"must be an integer, got {context!r}"))
+        context = serving.max_model_len
+    elif context > serving.max_model_len:
+        problems.append(("neuronConfig.max_context_length", f"{context} is above serving.maxModelLen {serving.max_model_len}"))
+    for name, limit in (("context_encoding_buckets", context), ("token_generation_buckets", serving.max_model_len)):
+        buckets = config.get(name)
+        if buckets is None:
+            continue
+        if not isinstance(buckets, list) or not buckets or not all(isinstance(b, int) for b in buckets) or buckets != sorted(set(buckets)):
+            problems.append((f"neuronConfig.{name}", "must be a non-empty, strictly ascending list of integers"))
+        elif buckets[-1] > limit:
+            problems.append((f"neuronConfig.{name}", f"the largest bucket {buckets[-1]} is above {limit}"))
+    return problems
+
+
+def refused_neuron_config(config: dict[str, Any]) -> dict[str, str]:
+    if config.get("enable_fused_speculation") is False:
+        return {"enable_fused_speculation": "the legacy fork always builds fused speculation and reads its fused outputs; "
+                                            "unfused draft-model speculation cannot be served through vLLM"}
+    return {}
+
+
 ENGINE = EngineInfo(
     name=NAME,
     image=ENGINE_IMAGES[NAME].version,
@@ -333,4 +365,9 @@ ENGINE = EngineInfo(
     failures=legacy_failures,
     serves_greedily=serves_greedily,
     saves_sharded_weights=True,
+    refused_neuron_config=refused_neuron_config,
+    check_variant=check_variant,
+    rescaled_fp8=True,
+    beyond_newest=(" (NxD Inference's support on Trn2 ends with Neuron 2.34: the legacy engine is frozen; migrate to vllm-neuron, "
+                   "README 'Engines')"),
 )

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..store import NODE_CACHE_MOUNT
 from ..versions import ENGINE_IMAGES
-from .base import EngineInfo, Setting, Variant, powers_of_two_up_to
+from .base import EngineInfo, Setting, Variant, powers_of_two_up_to, sdk_text
 from .failure import FIRST_START, EngineFailure, Source
 
 NAME = "vllm-neuron"
@@ -101,6 +101,23 @@ def serves_greedily(variant: Variant, request: dict[str, Any]) -> bool:
     return True
 
 
+PLUGIN_FAMILIES_WITHOUT_RECIPE: dict[str, tuple[int, int]] = {"qwen3": (2, 32)}
+"""Model families the plugin's documentation gives no text-generation recipe for, up to and
+including this SDK. Neuron 2.32.0 (vllm-neuron/docs/model-recipes/index.md at aws-neuron-sdk
+v2.32.0) has recipes for Llama 3, GPT-OSS, Qwen3-VL and Qwen3-Embedding only. The plugin's own
+Qwen3 text recipe (vllm-project/vllm-neuron docs/model-recipes/qwen3.md, dated 2026-07-23: dense
+Qwen3 up to 32B, BF16, EAGLE3) is in no release whose image this program could confirm."""
+
+
+def unserved_family(target: Any, sdk: tuple[int, int]) -> str | None:
+    last_without = PLUGIN_FAMILIES_WITHOUT_RECIPE.get(target.tokenizer_family)
+    if last_without and sdk <= last_without:
+        return (f"the vLLM Neuron plugin of Neuron {sdk_text(sdk)} documents no text-generation recipe for "
+                f"{target.tokenizer_family} models (its model recipes: Llama 3, GPT-OSS, Qwen3-VL, Qwen3-Embedding); "
+                "serve it on nxdi-legacy, or pin a newer plugin image that has the recipe (serving.image)")
+    return None
+
+
 ENGINE = EngineInfo(
     name=NAME,
     image=ENGINE_IMAGES[NAME].version,
@@ -118,4 +135,8 @@ ENGINE = EngineInfo(
     failures=plugin_failures,
     serves_greedily=serves_greedily,
     prefill_budget=True,
+    draft_max_model_len_refused="vllm-neuron drafts share the target's length; the plugin has no draft max_model_len",
+    unserved_family=unserved_family,
+    greedy_only="on_device_sampling_config all_greedy, stackconfig/engines/vllm_neuron.py; the plugin's on-device sampler is "
+                "documented for temperature 0 only: Neuron 2.32 vllm-neuron/docs/design/vllm/additional-config.md L282-284",
 )
