@@ -1009,7 +1009,7 @@ def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: Ser
                 s.problem("quantization", f"fp8 needs an FP8 checkpoint as target; {target} is {models[target].checkpoint_dtype}")
             if rules and not rules.rescaled_fp8:
                 fp8_engines = [name for name, e in ENGINES.items() if e.rescaled_fp8]
-                s.problem("quantization", f"fp8 with rescaled weights is an NxD Inference path: use engine {' or '.join(fp8_engines) or 'nxdi-legacy (not registered)'}")
+                s.problem("quantization", f"fp8 with rescaled weights is an NxD Inference path: use engine {' or '.join(fp8_engines) or '(none registered)'}")
             # The modules NxDI must leave in BF16 (its neuron_config), from the models' facts.
             checks_modules = rules and rules.rescaled_fp8 and models[target].checkpoint_dtype == "fp8"
             if checks_modules and not models[target].bf16_modules:
