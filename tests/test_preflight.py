@@ -47,6 +47,7 @@ QWEN = "qwen3-32b-qwen3-1.7b"          # 1 node, no gated model
 PLATFORM, SHARED = "platform", "qwen3-32b-qwen3-1.7b-shared"  # the same pairing on the platform
 LLAMA = "llama3.1-8b-llama3.2-1b"      # gated target and draft
 ON_1_34 = {"sd-trn2:cluster": {"kubernetesVersion": "1.34"}}
+ON_1_36 = {"sd-trn2:cluster": {"kubernetesVersion": "1.36"}}
 RESERVED = {"sd-trn2:capacity": {"capacityType": "reserved", "reservationIds": ["cr-0123456789abcdef0"]},
             "sd-trn2:cluster": {"availabilityZones": ["us-east-2a", "us-east-2b"]}}
 
@@ -401,10 +402,13 @@ def test_an_eks_default_the_program_cannot_run_fails(monkeypatch):
 
 @pytest.mark.parametrize("kubernetes, build, allowed", [
     # v2.4.0 (Mountpoint 1.22.0) brought an I/O error race after closing a truncated file; v2.4.1 fixes
-    # it (awslabs/mountpoint-s3-csi-driver CHANGELOG.md). 1.35 is tested from v2.4.0, so 1.35 needs v2.4.1.
+    # it (awslabs/mountpoint-s3-csi-driver CHANGELOG.md). 1.35 is tested from v2.4.0, so 1.35 needs v2.4.1;
+    # no release is tested on 1.36, which keeps 1.35's floor.
     ("1.35", "v2.4.1-eksbuild.1", True), ("1.35", "v2.9.2-eksbuild.1", True), ("1.35", "v2.4.0-eksbuild.1", False),
     ("1.35", "v2.3.0-eksbuild.1", False), ("1.34", "v2.3.0-eksbuild.1", True), ("1.34", "v2.4.0-eksbuild.1", False),
-    ("1.34", "v1.15.0-eksbuild.1", False), ("1.34", "v3.0.0-eksbuild.1", False)])
+    ("1.34", "v1.15.0-eksbuild.1", False), ("1.34", "v3.0.0-eksbuild.1", False),
+    ("1.36", "v2.4.1-eksbuild.1", True), ("1.36", "v2.7.0-eksbuild.1", True), ("1.36", "v2.4.0-eksbuild.1", False),
+    ("1.36", "v2.3.0-eksbuild.1", False), ("1.36", "v3.0.0-eksbuild.1", False)])
 def test_a_mountpoint_driver_build_with_the_truncation_race_or_untested_on_the_version_is_refused(kubernetes, build, allowed):
     from stackconfig.versions import addon_requirement
 
@@ -463,6 +467,37 @@ def test_the_pod_identity_agent_is_checked_only_when_installed():
 def test_kubernetes_1_34_support_window(today, status, says):
     result = platform.check_kubernetes_support(spec_of(**ON_1_34), today)
     assert result.status == status and says in result.found
+
+
+@pytest.mark.parametrize("today, status, says", [
+    (date(2026, 11, 25), "PASS", "1.36 in EKS standard support until 2027-08-02, supportType STANDARD"),
+    (date(2027, 7, 20), "WARN", "leaves EKS standard support 2027-08-02: EKS then upgrades the control plane"),
+    (date(2027, 9, 1), "WARN", "left EKS standard support 2027-08-02"),
+    (date(2028, 8, 3), "FAIL", "EKS support for 1.36 ended 2028-08-02"),
+])
+def test_kubernetes_1_36_support_window(today, status, says):
+    result = platform.check_kubernetes_support(spec_of(**ON_1_36), today)
+    assert result.status == status and says in result.found
+
+
+def test_on_1_36_the_addons_eks_chooses_are_checked_and_the_pins_must_be_offered():
+    """On 1.36 four add-ons are EKS's default; each is held to its requirement (a Mountpoint driver
+    below 1.35's floor, a vpc-cni with the broken network policy agent fail), and the coredns and
+    kube-proxy pins must be offered for 1.36."""
+    spec = spec_of(**ON_1_36)
+    planned = offered_as_planned(spec)
+    result = addons_answer(spec, planned)
+    assert result.status == "PASS", result.found
+    assert "kube-proxy v1.36.0-eksbuild.14," in result.found and "coredns v1.14.3-eksbuild.3," in result.found
+    assert "aws-mountpoint-s3-csi-driver v2.7.0-eksbuild.1 (EKS default)" in result.found
+    broken = {**planned, "aws-mountpoint-s3-csi-driver": [("v2.4.0-eksbuild.1", True)],
+              "vpc-cni": [("v1.21.1-eksbuild.1", True)], "kube-proxy": [("v1.35.3-eksbuild.2", True)]}
+    result = addons_answer(spec, broken)
+    assert result.status == "FAIL"
+    assert ("aws-mountpoint-s3-csi-driver v2.4.0-eksbuild.1 is not v2.4.1 or later (no release read here is tested on "
+            "1.36") in result.found
+    assert "vpc-cni v1.21.1-eksbuild.1 is not v1.14.0 or later" in result.found
+    assert "kube-proxy v1.36.0-eksbuild.14 is not offered" in result.found
 
 
 def test_extended_support_names_the_price_it_bills():
