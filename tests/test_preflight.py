@@ -500,6 +500,45 @@ def test_on_1_36_the_addons_eks_chooses_are_checked_and_the_pins_must_be_offered
     assert "kube-proxy v1.36.0-eksbuild.14 is not offered" in result.found
 
 
+def control_plane_answer(spec, running: str | None):
+    """DescribeCluster for the stack's cluster: its version, or not found (not deployed)."""
+    eks, stub = stubbed("eks")
+    if running is None:
+        stub.add_client_error("describe_cluster", "ResourceNotFoundException", "No cluster found", 404,
+                              expected_params={"name": spec.cluster_name})
+    else:
+        stub.add_response("describe_cluster", {"cluster": {"name": spec.cluster_name, "version": running}},
+                          {"name": spec.cluster_name})
+    with stub:
+        result = platform.check_control_plane(spec, eks)
+    stub.assert_no_pending_responses()
+    return result
+
+
+def test_a_control_plane_eks_upgraded_past_the_stack_file_fails_and_names_the_version_to_set():
+    """Under supportType STANDARD EKS upgrades a control plane by itself when its version leaves
+    standard support (1.35: after 2027-03-27); a stack file still on the old minor would have the
+    next `pulumi up` ask EKS to move the control plane back."""
+    spec = spec_of()
+    result = control_plane_answer(spec, "1.36")
+    assert result.status == "FAIL"
+    assert f"{spec.cluster_name} runs Kubernetes 1.36, newer than cluster.kubernetesVersion 1.35" in result.found
+    assert result.fix == 'set cluster.kubernetesVersion to "1.36" in the stack file'
+    beyond = control_plane_answer(spec, "1.37")
+    assert beyond.status == "FAIL" and "this program offers no add-on builds for 1.37 yet" in beyond.fix
+
+
+@pytest.mark.parametrize("running, status, says", [
+    (None, "PASS", "not deployed yet: created at 1.35"),
+    ("1.35", "PASS", "runs Kubernetes 1.35, as the stack file says"),
+    ("1.34", "PASS", "the next `pulumi up` upgrades it from 1.34 to 1.35"),
+    ("1.33", "FAIL", "EKS upgrades a control plane one minor at a time"),
+])
+def test_the_running_control_plane_is_compared_with_the_stack_file(running, status, says):
+    result = control_plane_answer(spec_of(), running)
+    assert result.status == status and says in result.found
+
+
 def test_extended_support_names_the_price_it_bills():
     spec = spec_of(**{"sd-trn2:cluster": {"kubernetesVersion": "1.34", "supportType": "EXTENDED"}})
     result = platform.check_kubernetes_support(spec, date(2026, 11, 25))
@@ -702,7 +741,8 @@ def test_json_output_for_machines(preflight_env, capsys):
     checks = {r["check"]: r for r in report["results"]}
     assert checks["AMI"]["status"] == "FAIL" and checks["offerings"]["status"] == "PASS"
     assert set(checks) == {"credentials", "CLIs", "offerings", "quota", "reservations", "AMI", "EKS add-ons",
-                           "Kubernetes", "API endpoint", "Hugging Face", "model revisions", "checkpoint sizes", "cost"}
+                           "Kubernetes", "control plane", "API endpoint", "Hugging Face", "model revisions", "checkpoint sizes",
+                           "cost"}
     assert checks["cost"]["data"]["perRunUsd"] > 0
 
 
@@ -711,7 +751,9 @@ def test_a_platform_is_checked_for_what_it_builds(preflight_env, capsys):
     out = capsys.readouterr().out
     report = json.loads(out[out.index("\n{") + 1:] if not out.startswith("{") else out)
     checks = {r["check"]: r for r in report["results"]}
-    assert set(checks) == {"credentials", "CLIs", "offerings", "EKS add-ons", "Kubernetes", "API endpoint", "cost"}
+    assert set(checks) == {"credentials", "CLIs", "offerings", "EKS add-ons", "Kubernetes", "control plane", "API endpoint",
+                           "cost"}
+    assert checks["control plane"]["status"] == "PASS" and "not deployed yet" in checks["control plane"]["found"]
     assert checks["offerings"]["status"] == "PASS" and "us-east-2a" in checks["offerings"]["found"]
 
 
@@ -803,6 +845,8 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis,
     for name, builds in offered_as_planned(spec).items():
         eks_stub.add_response("describe_addon_versions", {"addons": [addon(name, builds, "1.35")]},
                               {"addonName": name, "kubernetesVersion": "1.35"})
+    eks_stub.add_client_error("describe_cluster", "ResourceNotFoundException", "No cluster found", 404,
+                              expected_params={"name": spec.cluster_name})
     quotas, quotas_stub = stubbed("service-quotas")
     pricing, pricing_stub = stubbed("pricing", "us-east-1")
     for _ in range(4):
@@ -816,7 +860,7 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis,
         stub.assert_no_pending_responses()
     status = {r.check: r.status for r in results}
     assert status == {"credentials": "PASS", "CLIs": "PASS", "offerings": "PASS", "quota": "PASS", "reservations": "PASS",
-                      "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "API endpoint": "WARN",
+                      "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "control plane": "PASS", "API endpoint": "WARN",
                       "Hugging Face": "PASS", "model revisions": "PASS", "checkpoint sizes": "WARN", "cost": "WARN"}
     (cost_result,) = [r for r in results if r.check == "cost"]
     assert "reserved capacity bills by its own terms" in cost_result.found
