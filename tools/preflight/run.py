@@ -90,6 +90,8 @@ def run_checks(spec: StackSpec | PlatformSpec, aws: AwsClients, now: datetime,
     results.append(guarded(platform.ADDONS, "allow eks:DescribeAddonVersions",
                            lambda: platform.check_addons(spec, aws.eks, read_deployed_addons())))
     results.append(platform.check_kubernetes_support(spec, now.date()))
+    results.append(guarded(platform.CONTROL_PLANE, "allow eks:DescribeCluster",
+                           lambda: platform.check_control_plane(spec, aws.eks)))
     results.append(platform.check_endpoint(spec))
     if isinstance(spec, StackSpec):
         results.append(hub.check_hub(spec, read_token))
