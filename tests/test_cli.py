@@ -42,6 +42,13 @@ def test_every_command_names_an_existing_module_with_a_main():
         assert callable(getattr(loaded, "plan_all" if command == "plan-all" else "main")), command
 
 
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_every_command_names_itself_in_its_usage(command, capsys):
+    """`python -m tools <command> --help` says how to call it, not `usage: __main__.py`."""
+    assert cli.main([command, "--help"]) == 0
+    assert capsys.readouterr().out.startswith(f"usage: python -m tools {command} ")
+
+
 def test_a_closed_output_pipe_ends_quietly():
     """`python -m tools plan --stack S | head -c 10`: the plan prints far more than the reader
     takes; the CLI stops without a BrokenPipeError traceback."""
