@@ -224,7 +224,6 @@ class InstanceShape:
     """NetworkInfo.Ipv4AddressesPerInterface."""
     instance_store_gb: int
     """InstanceStorageInfo.TotalSizeInGB: the NVMe that kubelet's ephemeral storage sits on."""
-    physical_cores_per_device: int = 8
     approx_hourly_usd: float | None = None
     """Approximate on-demand list price, for the plan summary and when `make preflight` cannot get
     the region's price from the Pricing API; check the EC2 pricing page for your region."""
