@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import copy
 import functools
+from pathlib import Path
 
 import torch
 
 from distributed.cpu import CpuDraft, CpuTarget
-from distributed.tiny import VOCAB_SIZE, build_model
+from distributed.tiny import VOCAB_SIZE, build_model, build_tokenizer
 
 MAX_CONTEXT = 256
 
@@ -41,3 +42,17 @@ def target(model=None, *, speculation_length: int = 5) -> CpuTarget:
 
 def draft(model) -> CpuDraft:
     return CpuDraft(model, name="draft", tokenizer_sha256="t", max_context=MAX_CONTEXT)
+
+
+def write_models(directory: Path) -> dict[str, Path]:
+    """On disk, as the servers read them: the target, an unrelated draft with the same tokenizer,
+    and a draft whose tokenizer differs (a smaller vocabulary learnt from the same text)."""
+    tokenizer = build_tokenizer()
+    paths = {}
+    for name, seed, vocab in (("target", 1, tokenizer), ("draft", 2, tokenizer), ("other-tokenizer", 2, build_tokenizer(300))):
+        model = build_model(len(vocab), seed=seed, max_positions=1024, bos_token_id=vocab.bos_token_id,
+                            eos_token_id=vocab.eos_token_id)
+        paths[name] = directory / name
+        model.save_pretrained(paths[name])
+        vocab.save_pretrained(paths[name])
+    return paths
