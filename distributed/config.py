@@ -99,6 +99,8 @@ def target_settings(argv: list[str] | None = None) -> TargetSettings:
     for key in ("max_sessions", "max_concurrent_rpcs"):
         if getattr(args, key) < 1:
             errors["--" + key.replace("_", "-")] = "at least 1"
+    if args.backend == "neuron" and args.max_sessions != 1:
+        errors["--max-sessions"] = "1 on the neuron backend: its models are compiled for batch 1 (distributed/neuron.py)"
     if errors:
         raise ConfigError(errors)
     return TargetSettings(args.model, args.backend, args.host, args.port, args.speculation_length, args.max_context,
@@ -126,6 +128,8 @@ def draft_settings(argv: list[str] | None = None) -> DraftSettings:
         errors["--target"] = f"{args.target!r} is not host:port"
     if args.max_concurrency < 1:
         errors["--max-concurrency"] = "at least 1"
+    elif args.backend == "neuron" and args.max_concurrency != 1:
+        errors["--max-concurrency"] = "1 on the neuron backend: its models are compiled for batch 1 (distributed/neuron.py)"
     for key in ("rpc_timeout_s", "target_wait_s"):
         if not getattr(args, key) > 0:
             errors["--" + key.replace("_", "-")] = "must be positive"

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
 
-from .backend import Description, UnknownSession, Verdict, VerifyError
+from .backend import Description, UnknownSession, Verdict, VerifyError, check_request
 from .sampling import Sampling, accept, distribution, draw, generator
 
 
@@ -126,25 +126,6 @@ class CpuTarget:
     def release(self, session: str) -> None:
         with self.sessions_lock:
             self.sessions.pop(session, None)
-
-
-def check_request(desc: Description, cached_length: int, new_tokens: list[int], drafts: list[int],
-                  draft_probs: torch.Tensor | None, sampling: Sampling) -> None:
-    """What every backend refuses, each naming the field at fault."""
-    if not new_tokens:
-        raise VerifyError("new_tokens", "at least one: the token the drafts follow")
-    if not drafts or len(drafts) + 1 > desc.speculation_length:
-        raise VerifyError("gamma", f"{len(drafts)} draft tokens; this target verifies 1 to {desc.speculation_length - 1} "
-                                   f"(speculation_length {desc.speculation_length} = gamma + 1)")
-    if cached_length + len(new_tokens) + len(drafts) > desc.max_context:
-        raise VerifyError("max_context", f"{cached_length + len(new_tokens) + len(drafts)} tokens exceed {desc.max_context}")
-    if any(not 0 <= t < desc.vocab_size for t in new_tokens + drafts):
-        raise VerifyError("tokens", f"token ids must be in [0, {desc.vocab_size})")
-    if not sampling.greedy and (draft_probs is None or tuple(draft_probs.shape) != (len(drafts), desc.vocab_size)):
-        raise VerifyError("draft_probabilities", f"temperature > 0 needs gamma x vocab ({len(drafts)} x {desc.vocab_size}) "
-                                                 "draft probabilities")
-    if sampling.temperature < 0 or not 0 < sampling.top_p <= 1:
-        raise VerifyError("sampling", "temperature >= 0 and 0 < top_p <= 1")
 
 
 class _CpuDraftSession:
