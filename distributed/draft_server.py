@@ -109,6 +109,24 @@ class Detokenizer:
         return delta
 
 
+class Slot:
+    """One of the server's --max-concurrency places, held by one request. It is freed before the
+    request's last bytes are written: a client that sends its next request as soon as it has read
+    `[DONE]` (LLMPerf at full concurrency) must find it free."""
+
+    def __init__(self, slots: threading.BoundedSemaphore, metrics: Metrics):
+        self.slots, self.metrics, self.held = slots, metrics, True
+        with metrics.lock:
+            metrics.running += 1
+
+    def free(self) -> None:
+        if self.held:
+            self.held = False
+            with self.metrics.lock:
+                self.metrics.running -= 1
+            self.slots.release()
+
+
 class DraftServer(ThreadingHTTPServer):
     daemon_threads = True
 
@@ -172,16 +190,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(429, f"the server is serving {server.settings.max_concurrency} requests, its limit; retry later",
                         headers={"Retry-After": "1"})
             return
-        with server.metrics.lock:
-            server.metrics.running += 1
+        slot = Slot(server.slots, server.metrics)
         try:
-            self._serve(request)
+            self._serve(request, slot)
         finally:
-            with server.metrics.lock:
-                server.metrics.running -= 1
-            server.slots.release()
+            slot.free()
 
-    def _serve(self, request: Request) -> None:
+    def _serve(self, request: Request, slot: Slot) -> None:
         metrics, steps = self.server.metrics, self.server.steps(request)
         identifier, created = f"{'chatcmpl' if request.kind.startswith('chat') else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         base = {"id": identifier, "object": request.kind, "created": created, "model": request.model}
@@ -205,6 +220,7 @@ class _Handler(BaseHTTPRequestHandler):
             metrics.count("failed", code)
             log.warning("request %s failed: %s", identifier, error)
             message = f"the target failed this request: {error}"
+            slot.free()
             if started:
                 self._event({"error": {"object": "error", "message": message, "type": "ServiceUnavailableError",
                                        "param": None, "code": 503}})
@@ -217,6 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
             metrics.count("abandoned")
             return
         metrics.count("ok")
+        slot.free()
         usage = {"prompt_tokens": len(request.prompt_ids), "completion_tokens": emitted,
                  "total_tokens": len(request.prompt_ids) + emitted}
         if not request.stream:

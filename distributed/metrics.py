@@ -16,7 +16,8 @@ class Metrics:
         self.drafts = self.draft_tokens = self.accepted = self.running = 0
         self.per_position = [0] * gamma
         self.requests: Counter[str] = Counter()
-        """By outcome: ok, failed (the target failed mid-request), rejected (full: 429), invalid (400)."""
+        """By outcome: ok, failed (the target failed it), rejected (full: 429), invalid (400), abandoned (the
+        client left mid-stream)."""
         self.target_failures: Counter[str] = Counter()
         """By gRPC status code."""
 
