@@ -98,7 +98,7 @@ class CpuTarget:
             if found is None:
                 if cached_length:
                     raise UnknownSession("session", f"{session!r} is not held here (the target restarted, or the session "
-                                                    "was released or evicted); its cached_length {cached_length} is lost")
+                                                    f"was released or evicted); its cached_length {cached_length} is lost")
                 now = time.monotonic()
                 for idle in [s for s, held in self.sessions.items() if now - held.used > self.session_idle_s]:
                     del self.sessions[idle]

@@ -199,6 +199,15 @@ def test_chat_streams_a_role_chunk_then_content_then_usage(servers):
         assert health.status == 200
 
 
+def test_a_request_without_stream_gets_one_json_answer_with_the_same_text(servers, models):
+    prompt = "the cat sat"
+    response = post(servers.url, "/v1/completions", {"model": "tiny", "prompt": prompt, "max_tokens": 10, "temperature": 0})
+    answer = json.loads(response.read())
+    text, tokens, finish = target_alone(models, load(models["target"])[1].encode(prompt), 10)
+    assert (answer["object"], answer["choices"][0]["text"], answer["choices"][0]["finish_reason"]) == ("text_completion", text, finish)
+    assert answer["usage"]["completion_tokens"] == tokens
+
+
 def test_bad_requests_are_refused_naming_the_field(servers):
     response = post(servers.url, "/v1/completions", {"model": "tiny", "prompt": "a", "max_tokens": 0})
     assert response.status == 400 and "max_tokens" in json.loads(response.read())["message"]
