@@ -275,7 +275,7 @@ ENGINE_IMAGES: dict[str, Pin] = {
                        "commit 2be9ed1): vLLM 0.24.0 with vllm-neuron 0.24.0.1.1.0, Neuron SDK 2.32.0. Neuron 2.33 "
                        "ships vllm-neuron 0.29.0.1.2.0, but no image tag for it could be read"),
 }
-"""Each serving engine's default image (stackconfig/engines.py); a stack may pin another."""
+"""Each serving engine's default image (its module: stackconfig/engines/); a stack may pin another."""
 
 
 # --- The benchmark -------------------------------------------------------------------------------
