@@ -28,10 +28,6 @@ PREPARATION_TOLERATION = {"key": "sd-trn2/model-prep", "operator": "Exists", "ef
 NEURON_TAINT = {"key": "aws.amazon.com/neuron", "effect": "NoSchedule"}
 NEURON_TOLERATION = {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"}
 
-# The platform's stack outputs a shared pairing reads (and a standalone stack exports too).
-OUTPUTS = ("clusterName", "region", "kubeconfig", "workloadIdentity", "oidcProviderArn", "oidcIssuer",
-           "karpenterNodeRoleName", "modelBucket", "modelBucketArn")
-
 
 @dataclass(frozen=True)
 class ClusterHandle:

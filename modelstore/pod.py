@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-POD_MODULES = ("__init__.py", "progress.py", "objects.py", "hub.py", "fp8.py", "prepare.py", "publish.py")
+POD_MODULES = ("__init__.py", "layout.py", "progress.py", "objects.py", "hub.py", "fp8.py", "prepare.py", "publish.py")
 LOCK = "requirements.lock"
 CODE_MOUNT = "/opt/modelstore"
 DEPS_MOUNT = "/opt/deps"

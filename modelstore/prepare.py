@@ -14,7 +14,7 @@ anything is downloaded. Environment: HF_TOKEN_PATH, a file holding the token (ga
 outside the cluster), HF_ENDPOINT (default https://huggingface.co), and the standard AWS ones. Exit
 0 when the model is prepared (by this run or an earlier one), 1 with one line saying why when it is
 not: a failed run writes no manifest and no marker, so nothing reads a partial set. Layout and
-names: stackconfig/store.py.
+names: stackconfig/store.py, layout.py.
 """
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ from botocore.exceptions import ClientError
 
 from . import fp8
 from .hub import DEFAULT_ENDPOINT, Hub, HubError, RemoteFile, wanted
+from .layout import FILES_DIR, MANIFEST_FILE, WEIGHTS_MARKER
 from .objects import Entry, StoreConflict, exists, put_if_absent, put_json_once, upload_file
 from .progress import Progress, human
 
-MANIFEST_FILE, MARKER_FILE, FILES_DIR = "manifest.json", ".complete", "files"
 MODULES_FILE = "modules_to_not_convert.json"
 
 
@@ -167,7 +167,7 @@ class Preparation:
 
 def prepare(args: argparse.Namespace, client: Any, hub: Hub) -> int:
     prefix = args.prefix
-    if exists(client, args.bucket, prefix + MARKER_FILE):
+    if exists(client, args.bucket, prefix + WEIGHTS_MARKER):
         say(f"{args.model}@{args.revision} ({args.form}) is already prepared at s3://{args.bucket}/{prefix}")
         return 0
     revision = hub.revision(args.model, args.revision)
@@ -183,7 +183,7 @@ def prepare(args: argparse.Namespace, client: Any, hub: Hub) -> int:
         "preparedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "bytes": sum(e.size for e in entries),
         "files": [e.to_json() for e in entries]}, volatile=frozenset({"preparedAt"}))
     marker = json.dumps({"commit": revision.commit, "manifest": MANIFEST_FILE}).encode()
-    if put_if_absent(client, args.bucket, prefix + MARKER_FILE, marker):
+    if put_if_absent(client, args.bucket, prefix + WEIGHTS_MARKER, marker):
         say(f"prepared s3://{args.bucket}/{prefix} ({len(entries)} files, commit {revision.commit})")
     else:
         say(f"another preparation completed s3://{args.bucket}/{prefix} first; its set stands")

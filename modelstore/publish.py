@@ -22,7 +22,7 @@ a commit never names an expired set. A writer killed between tagging its set com
 tagging it back (a lost race, or after complete.json) leaves that set unexpired (a leak, never a
 dangling commit).
 It never deletes and never overwrites a committed set with something else. Then it idles (a native
-sidecar that exits is restarted). Layout and names: stackconfig/store.py.
+sidecar that exits is restarted). Layout: stackconfig/store.py; names: layout.py.
 """
 from __future__ import annotations
 
@@ -37,6 +37,16 @@ from typing import Any, Callable
 
 from botocore.exceptions import ClientError
 
+from .layout import (
+    COMMIT_FILE,
+    COMPILED_ROOT,
+    COMPLETE_FILE,
+    FILES_DIR,
+    LOCAL_COMPLETE,
+    LOCAL_RESTORED,
+    MANIFEST_FILE,
+    STAGING_ROOT,
+)
 from .objects import (
     Entry,
     StoreConflict,
@@ -52,10 +62,8 @@ from .objects import (
 )
 from .progress import Progress
 
-COMMIT_FILE, COMPLETE_FILE, MANIFEST_FILE = "commit.json", "complete.json", "manifest.json"
-LOCAL_COMPLETE, LOCAL_RESTORED = ".complete", ".restored"
-"""serve.sh's markers in the compile directory: a complete set is there; it came from the store."""
-STAGING_ROOT, FILES_DIR = "staging/", "files/"
+SET_FILES = f"{FILES_DIR}/"
+"""Below a staging set's or a committed path's prefix: the set's files."""
 STAGING_STATE_TAG, UNCOMMITTED, COMMITTED = "sd-trn2-staging", "uncommitted", "committed"
 """The tag on every object of a staging set: the bucket expires the uncommitted ones."""
 
@@ -66,7 +74,7 @@ def state(value: str) -> dict[str, str]:
 
 def mark(client: Any, bucket: str, staging: str, entries: list[Entry], value: str) -> None:
     """Tag every object of a staging set (its files and manifest)."""
-    tag_objects(client, bucket, [staging + FILES_DIR + e.path for e in entries] + [staging + MANIFEST_FILE], state(value))
+    tag_objects(client, bucket, [staging + SET_FILES + e.path for e in entries] + [staging + MANIFEST_FILE], state(value))
 
 
 NOT_COMPLETE = "the compile directory is not complete yet"
@@ -90,11 +98,11 @@ def finish(client: Any, bucket: str, artifact: str, commit: dict[str, Any]) -> N
     """Copy the committed set into place, then mark it complete (idempotent)."""
     entries = entries_of(commit)
     progress = Progress("copy committed set", sum(e.size for e in entries), say)
-    copy_set(client, bucket, entries, commit["staging"] + FILES_DIR, f"{artifact}/{FILES_DIR}", progress)
+    copy_set(client, bucket, entries, commit["staging"] + SET_FILES, f"{artifact}/{SET_FILES}", progress)
     progress.finish()
     put_json_once(client, bucket, f"{artifact}/{COMPLETE_FILE}", {**commit, "files": [e.to_json() for e in entries]})
     mark(client, bucket, commit["staging"], entries, UNCOMMITTED)  # in place: its staging copy may expire
-    say(f"s3://{bucket}/{artifact}/{FILES_DIR} holds the committed set {commit['set']}")
+    say(f"s3://{bucket}/{artifact}/{SET_FILES} holds the committed set {commit['set']}")
 
 
 def publish_once(client: Any, bucket: str, artifact: str, compile_dir: Path, writer: str) -> str:
@@ -110,7 +118,7 @@ def publish_once(client: Any, bucket: str, artifact: str, compile_dir: Path, wri
         markers = frozenset({LOCAL_COMPLETE, LOCAL_RESTORED})
         size = sum(p.stat().st_size for p in compile_dir.rglob("*") if p.is_file() and p.name not in markers)
         progress = Progress("upload compiled set", size, say)
-        entries = upload_tree(client, bucket, staging + FILES_DIR, compile_dir, progress, skip=markers, tags=state(UNCOMMITTED))
+        entries = upload_tree(client, bucket, staging + SET_FILES, compile_dir, progress, skip=markers, tags=state(UNCOMMITTED))
         progress.finish()
         document = {"set": writer, "staging": staging, "artifact": artifact,
                     "committedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "files": [e.to_json() for e in entries]}
@@ -155,7 +163,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m modelstore.publish", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bucket", required=True)
-    parser.add_argument("--artifact", required=True, help="the variant's artifact path, compiled/<...>")
+    parser.add_argument("--artifact", required=True, help=f"the variant's artifact path, {COMPILED_ROOT}<...>")
     parser.add_argument("--compile-dir", required=True)
     parser.add_argument("--health", required=True)
     parser.add_argument("--writer", required=True, help="this server's unique name (its pod)")

@@ -278,6 +278,8 @@ FAKES: tuple[Fake, ...] = (
     Fake("aws:eks/getAddonVersion:getAddonVersion", "version", r"^v\d+\.\d+\.\d+-eksbuild\.\d+$",
          (Source("recorded-response", "eks:DescribeAddonVersions:" + ADDON_VERSIONS_DATA.format(version="1.35"),
                  "Not a capture from an AWS account"),
+          Source("recorded-response", "eks:DescribeAddonVersions:" + ADDON_VERSIONS_DATA.format(version="1.36"),
+                 "Not a capture from an AWS account"),
           Source("sdk-doc", "pulumi_aws.eks.GetAddonVersionResult.version", "Version of the EKS add-on."),
           Source("botocore-doc", "eks:Compatibility.defaultVersion", "The supported default version.")),
          _addon_version, at_preview=True),

@@ -179,11 +179,19 @@ def silent_canary_checks(findings: list[Finding]) -> set[str]:
     return set(CANARY_MUST_FAIL) - {f.check for f in findings}
 
 
+def executable(path: str) -> str:
+    """--checkov, checked before the stacks are rendered (a minute of work): a path or a name on PATH."""
+    if shutil.which(path) is None:
+        raise argparse.ArgumentTypeError(f"no executable at {path} (make scan installs checkov in .venv-scan)")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     from stackconfig.source import stack_argument, stack_names
 
     parser = argparse.ArgumentParser(prog="python -m tools scan", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkov", required=True, help="the checkov executable (make scan installs it in .venv-scan)")
+    parser.add_argument("--checkov", required=True, type=executable,
+                        help="the checkov executable (make scan installs it in .venv-scan)")
     parser.add_argument("--stack", action="append", type=stack_argument,
                         help="scan only this stack (repeatable); default every stack")
     args = parser.parse_args(argv)

@@ -40,6 +40,8 @@ CPU_FLAGS = ["--enforce-eager", "--dtype", "bfloat16", "--gpu-memory-utilization
 --gpu-memory-utilization is the share of the machine's memory the server reserves (vLLM's own
 message says so), and two servers of a tiny model need little of it (docs/rehearsal.md)."""
 COMPLETE, RESTORED = ".complete", ".restored"
+"""serve.sh's markers (modelstore/layout.py LOCAL_COMPLETE, LOCAL_RESTORED), restated: this script
+runs in the rehearsal's virtualenv without the project on its path (a test holds them equal)."""
 SET_MANIFEST = "rehearsal-compiled-set.json"
 ARTIFACT_FILES = 3
 ARTIFACT_BYTES = 256 * 1024

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from modelstore.layout import LOCAL_COMPLETE, LOCAL_RESTORED
+
 from .kube import Cluster, Workload
 from .processes import Supervisor, Timeline
 
@@ -51,7 +53,7 @@ def quantity_bytes(text: str) -> int:
     return int(float(match["number"]) * UNITS[match["unit"]])
 
 
-MARKERS = (".complete", ".restored")
+MARKERS = (LOCAL_COMPLETE, LOCAL_RESTORED)
 """serve.sh's markers in the node cache (a complete copy, a set restored from the store): each put
 on the timeline when it appears."""
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from stackconfig.store import COMMIT_FILE, COMPLETE_FILE, STAGING_ROOT, WEIGHTS_MARKER
+from modelstore.layout import COMMIT_FILE, COMPLETE_FILE, STAGING_ROOT, WEIGHTS_MARKER
 
 from .faults import EVICTING_LIMIT, PUBLISHER_POLL_S
 from .kubelet import EMPTYDIR_EVICTION

@@ -118,7 +118,7 @@ class ModelInfo:
     derived from them: a BF16 draft of an FP8 target (0: not recorded)."""
     bf16_modules: tuple[str, ...] = ()
     """An FP8 checkpoint's modules kept in BF16, which NxD Inference must not convert (its
-    modules_to_not_convert; stackconfig/semantics.py)."""
+    modules_to_not_convert; stackconfig/engines/nxdi_legacy.py)."""
     checkpoint: Checkpoint | None = None
     """The checkpoint's size: every disk, transfer-time and cost figure of the model derives from it.
     None only for a model declared without one, which validation refuses (models.<id>.checkpointBytes)."""
@@ -224,7 +224,6 @@ class InstanceShape:
     """NetworkInfo.Ipv4AddressesPerInterface."""
     instance_store_gb: int
     """InstanceStorageInfo.TotalSizeInGB: the NVMe that kubelet's ephemeral storage sits on."""
-    physical_cores_per_device: int = 8
     approx_hourly_usd: float | None = None
     """Approximate on-demand list price, for the plan summary and when `make preflight` cannot get
     the region's price from the Pricing API; check the EC2 pricing page for your region."""
@@ -307,8 +306,8 @@ MIN_KUBERNETES_VERSION = (1, 34)
 NEWEST_EKS_VERSION = (1, 37)
 """The newest Kubernetes minor EKS offers as far as this program knows (awslabs/amazon-eks-ami's
 release notes of 2026-10-23 add 1.37 AMIs; Karpenter 1.15's compatibility table lists 1.37). A
-higher value is a typo; 1.36 and 1.37 are refused until their add-on builds are pinned. The AMI
-release the program pins is stackconfig/versions.py AMI_RELEASE."""
+higher value is a typo; 1.37 is refused until its add-on builds are pinned. The AMI release the
+program pins is stackconfig/versions.py AMI_RELEASE."""
 
 WORKLOAD_IDENTITIES = ("irsa", "pod-identity")
 SUPPORT_TYPES = ("STANDARD", "EXTENDED")

@@ -13,12 +13,11 @@ from typing import Any, Literal
 
 from benchmark.pod import metric_dimensions
 
-from .catalog import APPROXIMATE_HOURLY_USD, INSTANCE_SHAPES, InstanceShape, ModelInfo, all_modules
+from .catalog import APPROXIMATE_HOURLY_USD, INSTANCE_SHAPES, InstanceShape, ModelInfo
 from .engines import (
+    ENGINES,
     KV_SEGMENT_SIZES,
     SINGLE_SHOT_PREFILL_MAX,
-    Engine,
-    powers_of_two_up_to,
 )
 from .naming import prefixed, slug, stack_slug
 from .store import COMPILED_ROOT, UNPINNED_REVISION, PreparedModel, StoreMount, staging_prefix
@@ -92,8 +91,8 @@ class CapacitySettings:
 class ServingSettings:
     """Serving parameters every variant of a stack shares, so that only the decoding differs."""
 
-    engine: Engine
-    """The default engine of the stack's variants (stackconfig/engines.py)."""
+    engine: str
+    """The default engine of the stack's variants (stackconfig/engines/)."""
     image: str | None
     """serving.image: replaces the default image of `engine`; None keeps each engine's default."""
     target: str
@@ -133,7 +132,8 @@ class Variant:
     role: Role
     target: str
     serving: ServingSettings
-    engine: Engine
+    engine: str
+    """A registered engine's name (stackconfig/engines/ ENGINES)."""
     image: str
     target_info: ModelInfo
     baseline: str | None = None
@@ -170,7 +170,7 @@ class Variant:
     @property
     def max_num_batched_tokens(self) -> int:
         """vllm-neuron's prefill budget: the whole context in one shot up to 16384 tokens, else
-        the largest KV segment size (segmented prefill; stackconfig/engines.py)."""
+        the largest KV segment size (segmented prefill; stackconfig/engines/base.py)."""
         if self.serving.max_num_batched_tokens:
             return self.serving.max_num_batched_tokens
         length = self.serving.max_model_len
@@ -178,42 +178,8 @@ class Variant:
 
     @property
     def neuron_config(self) -> dict[str, Any]:
-        """What the engine compiles with: --override-neuron-config (nxdi-legacy) or
-        --additional-config's neuron_config (vllm-neuron)."""
-        if self.engine == "vllm-neuron":
-            return {
-                "num_seqs_buckets": powers_of_two_up_to(self.serving.max_num_seqs),
-                "num_batched_tokens_buckets": powers_of_two_up_to(self.max_num_batched_tokens, start=128),
-                # Sampling on the device, greedy: speculation needs on-device sampling (Neuron 2.32
-                # vllm-neuron features-guide.md L596-603), and an empty mapping has no documented
-                # meaning (stackconfig/semantics.py plugin_failures). Every variant, so baseline
-                # and SD decode alike; validation keeps the benchmark's requests greedy to match.
-                "on_device_sampling_config": {"all_greedy": True},
-                **self.serving.neuron_config,
-                **self.neuron_config_extra,
-            }
-        config: dict[str, Any] = {"save_sharded_checkpoint": True, **self.serving.neuron_config, **self.neuron_config_extra}
-        if self.is_speculative:
-            # NxDI builds fused speculation from vLLM's speculative config whatever its method;
-            # EAGLE needs its own switch on top (docs/facts.md, "vLLM on Neuron").
-            config["enable_fused_speculation"] = True
-            if self.speculation_method == "eagle":
-                config["enable_eagle_speculation"] = True
-        if self.quantization == "fp8":
-            # Seed 004's FP8 kernels, as NeuronConfig names them (its vLLM command hyphenated
-            # them, which NxDI ignores with a warning).
-            config["quantized_mlp_kernel_enabled"] = True
-            config["quantization_type"] = "per_channel_symmetric"
-            config["rmsnorm_quantize_kernel_enabled"] = True
-            # What stays BF16 (NxDI asserts the list exists with the QKV kernel on a quantized
-            # model: stackconfig/semantics.py). The draft is a deep copy of the target's config,
-            # so it carries the FP8 flags and would inherit the target's list: the 405B tutorial
-            # gives a BF16 draft model its own, every module it has (an EAGLE head keeps the
-            # inherited one).
-            config["modules_to_not_convert"] = list(self.target_info.bf16_modules)
-            if self.is_speculative and self.draft_info and self.draft_info.kind == "model":
-                config["draft_model_modules_to_not_convert"] = list(all_modules(self.draft_info.layers))
-        return config
+        """What the engine compiles with (stackconfig/engines/<engine>.py neuron_config)."""
+        return ENGINES[self.engine].neuron_config(self)
 
     @property
     def prepared_target(self) -> PreparedModel:
@@ -243,18 +209,7 @@ class Variant:
     def speculative_config(self) -> dict | None:
         if not self.is_speculative:
             return None
-        config: dict = {"model": self.draft, "num_speculative_tokens": self.num_speculative_tokens}
-        if self.engine == "vllm-neuron":
-            # The plugin's keys: method, model, num_speculative_tokens (Neuron 2.32
-            # vllm-neuron/docs/design/speculation/speculative_decoding_design.md).
-            return {"method": self.speculation_method, **config}
-        config["max_model_len"] = self.draft_max_model_len
-        # A plain draft gets no method: vLLM then selects draft_model, as the Neuron fork's own
-        # examples/offline_inference/neuron_speculation.py does; "eagle" would wrap the draft's
-        # config as an EAGLE head.
-        if self.speculation_method == "eagle":
-            config["method"] = "eagle"
-        return config
+        return ENGINES[self.engine].speculative_config(self, {"model": self.draft, "num_speculative_tokens": self.num_speculative_tokens})
 
     @property
     def compile_settings(self) -> dict:
@@ -269,7 +224,7 @@ class Variant:
             "logicalNeuronCores": self.serving.logical_neuron_cores,
             "maxNumSeqs": self.serving.max_num_seqs,
             "maxModelLen": self.serving.max_model_len,
-            "maxNumBatchedTokens": self.max_num_batched_tokens if self.engine == "vllm-neuron" else None,
+            "maxNumBatchedTokens": self.max_num_batched_tokens if ENGINES[self.engine].prefill_budget else None,
             "neuronConfig": self.neuron_config,
             "speculativeConfig": self.speculative_config,
             # The stack's own variables (serving.environment), all of them: what a compile reads

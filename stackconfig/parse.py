@@ -51,12 +51,11 @@ from .catalog import (
     known_regions,
 )
 from .engines import (
+    DEFAULT_ENGINE,
     DFLASH_TENSOR_PARALLEL,
     ENGINES,
     KV_SEGMENT_SIZES,
     METHOD_DRAFT_KIND,
-    PLUGIN_FAMILIES_WITHOUT_RECIPE,
-    PROGRAM_NEURON_CONFIG_KEYS,
     SINGLE_SHOT_PREFILL_MAX,
     image_sdk,
     neuron_config_fields,
@@ -263,17 +262,11 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
                                   keys, problems, study.drafts_alone if study else None)
     if serving.max_num_seqs and serving.max_model_len:  # else reported: no limits for buckets to fit
         for key, variant in zip(keys, variants):
-            _check_buckets(key, variant, problems)
+            if variant.engine in ENGINES:  # else reported: serving.engine
+                problems += [(f"{key}.{name}", message) for name, message in ENGINES[variant.engine].check_variant(variant)]
     _check_metric_dimensions(benchmark, variants, problems)
     _check_dashboard_metrics(variants, study, problems)
-    plugin_variants = [v.name for v in variants if v.engine == "vllm-neuron"]
-    if serving.max_num_batched_tokens and not plugin_variants:
-        problems.append(("serving.maxNumBatchedTokens", "only vllm-neuron variants use it; no variant runs on vllm-neuron"))
-    if plugin_variants and benchmark.sampling_params.get("temperature") != 0:
-        # Other requests would be decoded greedily all the same and reported as what they asked.
-        problems.append(("benchmark.samplingParams.temperature", f"must be 0: the vllm-neuron variants ({', '.join(plugin_variants)}) "
-                         "decode greedily (on_device_sampling_config all_greedy, stackconfig/model.py; the plugin's on-device "
-                         "sampler is documented for temperature 0 only: Neuron 2.32 vllm-neuron/docs/design/vllm/additional-config.md L282-284)"))
+    _check_engine_wide(serving, benchmark, variants, problems)
     gated = sorted({m for v in variants for m in v.gated_models})
     if gated and not raw.get(HUGGING_FACE_TOKEN_KEY):
         top.problem(HUGGING_FACE_TOKEN_KEY, f"is required for the gated model(s) {', '.join(gated)}: pulumi config set --secret {HUGGING_FACE_TOKEN_KEY} hf_...")
@@ -311,6 +304,23 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
     problems += sorted(set(semantic), key=semantic.index)  # a serving-wide setting: once, not per variant
     _raise_if(stack, problems)
     return spec
+
+
+def _check_engine_wide(serving: ServingSettings, benchmark: BenchmarkSettings, variants: list[Variant],
+                       problems: list[tuple[str, str]]) -> None:
+    """Settings that only some engines read, and engines that decode every request greedily."""
+    budgeted = [name for name, engine in ENGINES.items() if engine.prefill_budget]
+    if serving.max_num_batched_tokens and not any(v.engine in budgeted for v in variants):
+        problems.append(("serving.maxNumBatchedTokens", f"only {' or '.join(budgeted) or 'no'} variants use it; "
+                                                        f"no variant runs on {' or '.join(budgeted) or 'such an engine'}"))
+    if benchmark.sampling_params.get("temperature") == 0:
+        return
+    for name, engine in ENGINES.items():
+        greedy = [v.name for v in variants if v.engine == name and engine.greedy_only]
+        if greedy:
+            # Other requests would be decoded greedily all the same and reported as what they asked.
+            problems.append(("benchmark.samplingParams.temperature",
+                             f"must be 0: the {name} variants ({', '.join(greedy)}) decode greedily ({engine.greedy_only})"))
 
 
 def _engine_problems(key: str, variant: Variant) -> list[tuple[str, str]]:
@@ -660,7 +670,9 @@ def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str,
     if devices and devices > node_devices:
         s.problem("devicesPerVariant", f"{devices} devices do not fit on a {capacity.instance_type} ({node_devices} devices)")
     lnc = s.integer("logicalNeuronCores", 2, allowed=LOGICAL_NEURON_CORE_SIZES)
-    engine = s.string("engine", "nxdi-legacy", choices=tuple(ENGINES)) or "nxdi-legacy"
+    engine = s.string("engine", DEFAULT_ENGINE, choices=tuple(ENGINES)) or DEFAULT_ENGINE
+    if engine not in ENGINES and "engine" not in s.raw:
+        s.problem("engine", f"is not given, and the default {engine!r} is not a registered engine: {', '.join(ENGINES) or 'none'}")
     max_model_len = s.integer("maxModelLen", low=128, high=131072)
     batched = s.integer("maxNumBatchedTokens", None, low=128)
     if batched is not None and max_model_len:
@@ -673,7 +685,7 @@ def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str,
         logical_neuron_cores=lnc or 2,
         max_num_seqs=s.integer("maxNumSeqs", low=1, high=256),
         max_model_len=max_model_len,
-        neuron_config=_neuron_config(s, "neuronConfig", engine),
+        neuron_config=_neuron_config(s, "neuronConfig", engine) if engine in ENGINES else {},
         environment=_environment(s),
         max_num_batched_tokens=batched,
         seccomp_runtime_default=s.string("seccompProfile", "RuntimeDefault", choices=("RuntimeDefault", "unset")) != "unset",
@@ -718,7 +730,7 @@ def _added_capabilities(s: _Section) -> tuple[str, ...]:
 
 
 def _check_batched_tokens(s: _Section, batched: int, max_model_len: int) -> None:
-    """The plugin's prefill rule (stackconfig/engines.py): one shot up to 16384 tokens, else
+    """The plugin's prefill rule (stackconfig/engines/base.py): one shot up to 16384 tokens, else
     segmented, with the budget one of the supported KV segment sizes."""
     if batched < max_model_len and batched not in KV_SEGMENT_SIZES:
         s.problem("maxNumBatchedTokens", f"{batched} is below maxModelLen {max_model_len}, so prefill is segmented and the budget "
@@ -733,16 +745,15 @@ def _neuron_config(s: _Section, key: str, engine: str) -> dict[str, Any]:
     stackconfig/data), and none the program derives itself. Both engines silently ignore keys
     they do not know (NxDI only warns), so a typo is caught here or never."""
     config = s.mapping(key, {}) or {}
-    known, derived = neuron_config_fields(engine), PROGRAM_NEURON_CONFIG_KEYS[engine]
+    known, derived = neuron_config_fields(engine), ENGINES[engine].program_keys
     for name in config:
         if name in derived:
             s.problem(f"{key}.{name}", f"is set by the program from typed config for {engine}; remove it")
         elif name not in known:
             near = difflib.get_close_matches(str(name), sorted(known), n=1)
             s.problem(f"{key}.{name}", f"is not a {engine} neuron config field{f' (did you mean {near[0]}?)' if near else ''}")
-    if engine == "nxdi-legacy" and config.get("enable_fused_speculation") is False:
-        s.problem(f"{key}.enable_fused_speculation", "the legacy fork always builds fused speculation and reads its fused "
-                                                    "outputs; unfused draft-model speculation cannot be served through vLLM")
+    for name, why in ENGINES[engine].refused_neuron_config(config).items():
+        s.problem(f"{key}.{name}", why)
     return {k: v for k, v in config.items() if k in known and k not in derived}
 
 
@@ -953,6 +964,7 @@ def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: Ser
         name = s.string("name", pattern=_DNS_LABEL, hint="a lowercase DNS label of at most 32 characters")
         role = s.string("role", choices=("baseline", "sd"))
         engine = s.string("engine", serving.engine, choices=tuple(ENGINES)) or serving.engine
+        rules = ENGINES.get(engine)  # None: the stack's engine is not registered (reported at serving.engine)
         target = s.model("target", models, serving.target)
         draft = s.model("draft", models, None)
         tokens = s.integer("numSpeculativeTokens", None, low=SPECULATIVE_TOKENS_RANGE[0], high=SPECULATIVE_TOKENS_RANGE[1])
@@ -986,19 +998,20 @@ def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: Ser
                 s.problem("draftMaxModelLen", f"{draft_len} is above serving.maxModelLen {serving.max_model_len}; vLLM refuses a draft longer than its target")
             elif benchmark.input_tokens and draft_len < needed:
                 s.problem("draftMaxModelLen", f"{draft_len} is smaller than the longest benchmark sequence plus the speculation window ({needed})")
-            if engine == "vllm-neuron" and "draftMaxModelLen" in s.raw:
-                s.problem("draftMaxModelLen", "vllm-neuron drafts share the target's length; the plugin has no draft max_model_len")
-            if draft and target:
+            if rules and rules.draft_max_model_len_refused and "draftMaxModelLen" in s.raw:
+                s.problem("draftMaxModelLen", rules.draft_max_model_len_refused)
+            if draft and target and rules:
                 method = _speculation_method(s, engine, draft, target, method, models)
                 if method == "dflash":
                     _check_dflash(s, serving, quantization)
         if target and quantization == "fp8":
             if models[target].checkpoint_dtype != "fp8":
                 s.problem("quantization", f"fp8 needs an FP8 checkpoint as target; {target} is {models[target].checkpoint_dtype}")
-            if engine != "nxdi-legacy":
-                s.problem("quantization", "fp8 with rescaled weights is an NxD Inference path: use engine nxdi-legacy")
-            # The modules NxDI must leave in BF16 (Variant.neuron_config), from the models' facts.
-            checks_modules = engine == "nxdi-legacy" and models[target].checkpoint_dtype == "fp8"
+            if rules and not rules.rescaled_fp8:
+                fp8_engines = [name for name, e in ENGINES.items() if e.rescaled_fp8]
+                s.problem("quantization", f"fp8 with rescaled weights is an NxD Inference path: use engine {' or '.join(fp8_engines) or '(none registered)'}")
+            # The modules NxDI must leave in BF16 (its neuron_config), from the models' facts.
+            checks_modules = rules and rules.rescaled_fp8 and models[target].checkpoint_dtype == "fp8"
             if checks_modules and not models[target].bf16_modules:
                 s.problem("target", f"{target} does not list the modules its FP8 checkpoint keeps in BF16: set "
                                     f"models.{target}.bf16Modules (NxD Inference's modules_to_not_convert)")
@@ -1009,9 +1022,10 @@ def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: Ser
             s.problem("quantization", f"{target} is an FP8 checkpoint; set quantization: fp8")
         if target and models[target].kind != "model":
             s.problem("target", f"{target} is {KIND_NAMES[models[target].kind]}, not a model that can be served")
-        image = s.string("image", serving.image if engine == serving.engine and serving.image else ENGINES[engine].image,
-                         check=_pinned_image) or ENGINES[engine].image
-        _check_engine_image(s, "image" if "image" in s.raw else None, engine, image, models.get(target) if target else None)
+        default_image = serving.image if engine == serving.engine and serving.image else rules.image if rules else ""
+        image = s.string("image", default_image, check=_pinned_image) or default_image
+        if rules:
+            _check_engine_image(s, "image" if "image" in s.raw else None, engine, image, models.get(target) if target else None)
         variants.append(
             Variant(
                 name=name or f"variant-{index}",
@@ -1030,7 +1044,7 @@ def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: Ser
                 quantization=quantization or "none",
                 target_revision=revisions.get(target or serving.target or "", UNPINNED_REVISION),
                 draft_revision=revisions.get(draft or "", UNPINNED_REVISION),
-                neuron_config_extra=_neuron_config(s, "neuronConfig", engine),
+                neuron_config_extra=_neuron_config(s, "neuronConfig", engine) if rules else {},
             )
         )
     return variants
@@ -1038,7 +1052,7 @@ def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: Ser
 
 def _check_engine_image(s: _Section, key: str | None, engine: str, image: str, target: ModelInfo | None) -> None:
     """The image's Neuron SDK release, from its tag, within what the engine accepts
-    (stackconfig/engines.py EngineInfo.sdks), and the target's family served by that release.
+    (stackconfig/engines/ EngineInfo.sdks), and the target's family served by that release.
     `key` is "image" when the variant sets it, else None: serving.image. A problem of a serving
     key is said once for all variants."""
     def problem(message: str, variant_key: str | None = key, serving_key: str = "serving.image") -> None:
@@ -1053,41 +1067,11 @@ def _check_engine_image(s: _Section, key: str | None, engine: str, image: str, t
         return
     if sdk < oldest or newest and sdk > newest:
         span = f"{sdk_text(oldest)} to {sdk_text(newest)}" if newest else f"{sdk_text(oldest)} or newer"
-        why = (" (NxD Inference's support on Trn2 ends with Neuron 2.34: the legacy engine is frozen; migrate to vllm-neuron, "
-               "README 'Engines')" if engine == "nxdi-legacy" and newest and sdk > newest else "")
+        why = ENGINES[engine].beyond_newest if newest and sdk > newest else ""
         problem(f"{image!r} is Neuron SDK {sdk_text(sdk)}; {engine} runs on images of Neuron {span}{why}")
-    if engine == "vllm-neuron" and target is not None:
-        last_without = PLUGIN_FAMILIES_WITHOUT_RECIPE.get(target.tokenizer_family)
-        if last_without and sdk <= last_without:
-            problem(f"the vLLM Neuron plugin of Neuron {sdk_text(sdk)} documents no text-generation recipe for "
-                    f"{target.tokenizer_family} models (its model recipes: Llama 3, GPT-OSS, Qwen3-VL, Qwen3-Embedding); "
-                    "serve it on nxdi-legacy, or pin a newer plugin image that has the recipe (serving.image)",
-                    next((k for k in ("target", "engine") if k in s.raw), None), "serving.target")
-
-
-def _check_buckets(key: str, variant: Variant, problems: list[tuple[str, str]]) -> None:
-    """Bucket lists given in an NxDI neuron config must fit the lengths it compiles for: context
-    buckets end at max_context_length or below, token-generation buckets at the sequence length
-    (NeuronConfig asserts both). vllm-neuron's lists, whose largest bucket must equal
-    max_num_seqs and max_num_batched_tokens (Neuron 2.32 reference-configuration.md), are the
-    program's own (Variant.neuron_config; _neuron_config refuses them in config) and end there."""
-    if variant.engine != "nxdi-legacy":
-        return
-    config, serving = variant.neuron_config, variant.serving
-    context = config.get("max_context_length", serving.max_model_len)
-    if not isinstance(context, int) or isinstance(context, bool):
-        problems.append((f"{key}.neuronConfig.max_context_length", f"must be an integer, got {context!r}"))
-        context = serving.max_model_len
-    elif context > serving.max_model_len:
-        problems.append((f"{key}.neuronConfig.max_context_length", f"{context} is above serving.maxModelLen {serving.max_model_len}"))
-    for name, limit in (("context_encoding_buckets", context), ("token_generation_buckets", serving.max_model_len)):
-        buckets = config.get(name)
-        if buckets is None:
-            continue
-        if not isinstance(buckets, list) or not buckets or not all(isinstance(b, int) for b in buckets) or buckets != sorted(set(buckets)):
-            problems.append((f"{key}.neuronConfig.{name}", "must be a non-empty, strictly ascending list of integers"))
-        elif buckets[-1] > limit:
-            problems.append((f"{key}.neuronConfig.{name}", f"the largest bucket {buckets[-1]} is above {limit}"))
+    unserved = ENGINES[engine].unserved_family(target, sdk) if target is not None else None
+    if unserved:
+        problem(unserved, next((k for k in ("target", "engine") if k in s.raw), None), "serving.target")
 
 
 def _speculation_method(s: _Section, engine: str, draft: str, target: str, method: str | None,
@@ -1098,7 +1082,7 @@ def _speculation_method(s: _Section, engine: str, draft: str, target: str, metho
     info = models[draft]
     wanted = next(m for m, kind in METHOD_DRAFT_KIND.items() if kind == info.kind)
     if wanted not in ENGINES[engine].methods:
-        runs_on = next(e for e, i in ENGINES.items() if wanted in i.methods)
+        runs_on = " or ".join(e for e, i in ENGINES.items() if wanted in i.methods) or "no registered engine"
         why = (" (Neuron's migration guide: vanilla draft-model speculative decoding is not supported; migrate to an "
                "EAGLE3 draft)" if wanted == "draft_model" else "")
         s.problem("draft", f"{draft} is {KIND_NAMES[info.kind]}, which speculates as {wanted!r} on {runs_on} only, not on {engine}{why}")
@@ -1111,7 +1095,7 @@ def _speculation_method(s: _Section, engine: str, draft: str, target: str, metho
 
 
 def _check_dflash(s: _Section, serving: ServingSettings, quantization: str | None) -> None:
-    """DFlash's documented limits (stackconfig/engines.py). The TP is checked only when
+    """DFlash's documented limits (stackconfig/engines/base.py). The TP is checked only when
     serving.devicesPerVariant is valid (else it is 0 and its problem is reported)."""
     if serving.devices_per_variant and serving.tensor_parallel_size not in DFLASH_TENSOR_PARALLEL:
         s.problem("draft", f"DFlash runs at TP {' or '.join(map(str, DFLASH_TENSOR_PARALLEL))}; this stack's TP is "

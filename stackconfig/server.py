@@ -16,11 +16,11 @@ validation refuses in `serving.environment`.
 from __future__ import annotations
 
 import json
-from typing import Callable
 
 from .catalog import BF16_BYTES
+from .engines import ENGINES, Setting
 from .model import Variant
-from .store import MODEL_STORE_MOUNT_PATH, PreparedModel, gib, staging_prefix
+from .store import MODEL_STORE_MOUNT_PATH, NODE_CACHE_MOUNT, PreparedModel, gib, staging_prefix
 
 VLLM_PORT = 8000
 LINUX_CAPABILITIES = frozenset({
@@ -37,7 +37,6 @@ BASELINE_CAPABILITIES = frozenset({"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWN
                                    "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
 """What Pod Security "baseline" lets a container add (Kubernetes Pod Security Standards, Baseline,
 "Capabilities"): a server given any other runs only in a namespace that enforces no level."""
-NODE_CACHE_MOUNT = "/node-cache"
 TOKEN_VARIABLE = "HF_TOKEN"
 """The Hugging Face token's variable: never set by the program, and refused in a stack's environment."""
 TOKEN_PATH_VARIABLE = "HF_TOKEN_PATH"
@@ -75,9 +74,10 @@ def sharded_checkpoint_bytes(model: PreparedModel, tensor_parallel_size: int) ->
 
 
 def compiled_set_bytes(variant: Variant) -> int:
-    """nxdi-legacy saves the sharded weights of every model it compiles (a fused draft's too) with
-    the graphs. The plugin's cache holds graphs only, of a size nobody publishes: 0 here."""
-    if variant.engine != "nxdi-legacy":
+    """What an engine that saves sharded weights (nxdi-legacy) writes beside its graphs: every model
+    it compiles (a fused draft's too). Graphs alone (the plugin's cache) are of a size nobody
+    publishes: 0 here."""
+    if not ENGINES[variant.engine].saves_sharded_weights:
         return 0
     return sum(sharded_checkpoint_bytes(m, variant.tensor_parallel_size) for m in variant.prepared_models)
 
@@ -122,16 +122,7 @@ def _speculative_arguments(variant: Variant) -> list[str]:
     return ["--speculative-config", json.dumps(config, sort_keys=True)]
 
 
-def compilation_timeout_seconds(variant: Variant) -> int:
-    """The plugin's compile and execute budgets: the Neuron tutorials set 1200 s (the default
-    600 s is too short for large models, Neuron 2.32 quickstart-online-serving.md); scaled up
-    here with model size, an assumption of this project."""
-    return max(1200, int(120 * variant.target_info.params_billion))
-
-
-Setting = Callable[[Variant], "str | None"]
-
-# What serve.sh reads, for every engine.
+# What serve.sh reads, for every engine; each engine adds its own (stackconfig/engines/<engine>.py).
 COMMON_ENVIRONMENT: dict[str, Setting] = {
     "COMPILE_DIR": lambda v: f"{NODE_CACHE_MOUNT}/{v.artifact_path}",
     "ARTIFACT_DIR": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{v.artifact_path}",
@@ -148,70 +139,19 @@ COMMON_ENVIRONMENT: dict[str, Setting] = {
     "TRANSFORMERS_OFFLINE": lambda v: "1",
 }
 
-ENGINE_ENVIRONMENT: dict[str, dict[str, Setting]] = {
-    # vLLM 0.9.1 (Neuron fork, V0) + NxD Inference, as the source documents ran it.
-    "nxdi-legacy": {
-        "VLLM_NEURON_FRAMEWORK": lambda v: "neuronx-distributed-inference",
-        # Draft-model (fused) speculation exists only on vLLM's V0 Neuron path (docs/facts.md, "vLLM on Neuron").
-        "VLLM_USE_V1": lambda v: "0",
-        "VLLM_RPC_TIMEOUT": lambda v: "100000",
-        "NEURON_RT_VIRTUAL_CORE_SIZE": lambda v: str(v.serving.logical_neuron_cores),
-        # NxDI loads from, or compiles into, this path (the fork's neuronx_distributed loader).
-        "NEURON_COMPILED_ARTIFACTS": lambda v: f"{NODE_CACHE_MOUNT}/{v.artifact_path}",
-        # Let the Neuron compiler read rescaled FP8 (e4m3fn) weights as FP8_EXP4 (the 405B tutorial).
-        "XLA_HANDLE_SPECIAL_SCALAR": lambda v: "1" if v.quantization == "fp8" else None,
-        "UNSAFE_FP8FNCAST": lambda v: "1" if v.quantization == "fp8" else None,
-    },
-    # The vLLM Neuron plugin (vLLM V1): no VLLM_NEURON_FRAMEWORK, no VLLM_USE_V1 (Neuron 2.32
-    # migration-nxdi-to-vllm-neuron.md).
-    "vllm-neuron": {
-        # The NEFF cache lives under it ($VLLM_CACHE_ROOT/neuron/compile_cache).
-        "VLLM_CACHE_ROOT": lambda v: f"{NODE_CACHE_MOUNT}/{v.artifact_path}",
-        # LNC for the plugin's runtime (Neuron logical-neuroncore-config: NEURON_LOGICAL_NC_CONFIG).
-        "NEURON_LOGICAL_NC_CONFIG": lambda v: str(v.serving.logical_neuron_cores),
-        "VLLM_NEURON_COMPILATION_TIMEOUT": lambda v: str(compilation_timeout_seconds(v)),
-        "VLLM_EXECUTE_MODEL_TIMEOUT_SECONDS": lambda v: str(compilation_timeout_seconds(v)),
-    },
-}
-
-RESERVED_ENVIRONMENT = frozenset({*COMMON_ENVIRONMENT, *(n for table in ENGINE_ENVIRONMENT.values() for n in table),
+RESERVED_ENVIRONMENT = frozenset({*COMMON_ENVIRONMENT, *(n for engine in ENGINES.values() for n in engine.environment),
                                   TOKEN_VARIABLE, TOKEN_PATH_VARIABLE})
 """Every variable the program sets or serve.sh reads: a stack may add others only."""
 
 
 def environment(variant: Variant) -> dict[str, str]:
     """The program's environment for the variant, then the stack's own (serving.environment)."""
-    table = {**COMMON_ENVIRONMENT, **ENGINE_ENVIRONMENT[variant.engine]}
+    table = {**COMMON_ENVIRONMENT, **ENGINES[variant.engine].environment}
     rendered = {name: value for name, setting in table.items() if (value := setting(variant)) is not None}
     return {**rendered, **variant.serving.environment}
-
-
-def nxdi_legacy_arguments(variant: Variant) -> list[str]:
-    return _common_arguments(variant) + [
-        "--override-neuron-config", json.dumps(variant.neuron_config, sort_keys=True),
-    ] + _speculative_arguments(variant)
-
-
-def vllm_neuron_arguments(variant: Variant) -> list[str]:
-    """Settings under --additional-config's neuron_config, no --device (Neuron 2.32
-    migration-nxdi-to-vllm-neuron.md)."""
-    args = _common_arguments(variant) + [
-        "--max-num-batched-tokens", str(variant.max_num_batched_tokens),
-        # As the EAGLE3 tutorial serves: repeated benchmark prompts must not hit a prefix cache.
-        "--no-enable-prefix-caching",
-        "--additional-config", json.dumps({"neuron_config": variant.neuron_config}, sort_keys=True),
-    ] + _speculative_arguments(variant)
-    if variant.speculation_method == "dflash":
-        # DFlash: no async scheduling, no chunked prefill (vllm-neuron features-guide; docs/facts.md, "Serving engines on Trainium2").
-        args += ["--no-async-scheduling", "--no-enable-chunked-prefill"]
-    return args
-
-
-ENGINE_ARGUMENTS: dict[str, Callable[[Variant], list[str]]] = {
-    "nxdi-legacy": nxdi_legacy_arguments, "vllm-neuron": vllm_neuron_arguments}
 
 
 def arguments(variant: Variant) -> list[str]:
     """`vllm serve ...` as serve.sh runs it (the image's entrypoint is bypassed; both DLCs'
     entrypoint only runs its arguments anyway: deep-learning-containers common/vllm_entrypoint.py)."""
-    return ENGINE_ARGUMENTS[variant.engine](variant)
+    return ENGINES[variant.engine].server_arguments(variant, _common_arguments(variant), _speculative_arguments(variant))

@@ -1,6 +1,6 @@
 """The model store's layout: where prepared weights, compiled artifacts and their staging sets live
-in the platform's bucket, and what marks each complete. One home for these names: the program
-renders them, the preparation and publication code (modelstore/) writes them, serve.sh reads them.
+in the platform's bucket, and what marks each complete. One home for this layout: the program
+renders it, the preparation and publication code (modelstore/) writes to it, serve.sh reads it.
 
     weights/<model>/<revision>/<form>/files/...      prepared weights, as the engines load them
     weights/<model>/<revision>/<form>/manifest.json   every file with its size and sha256
@@ -11,7 +11,8 @@ renders them, the preparation and publication code (modelstore/) writes them, se
 
 Prepared weights and committed sets are content-addressed (model, revision and form; compile
 settings), so pairings on one platform that need the same thing share it, and nothing is ever
-overwritten with something else or deleted by a server.
+overwritten with something else or deleted by a server. The names themselves (roots, files,
+markers) are declared once in modelstore/layout.py, which the store's pods import alone.
 """
 from __future__ import annotations
 
@@ -20,21 +21,17 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Literal
 
+from modelstore.layout import COMPILED_ROOT, FILES_DIR, STAGING_ROOT, WEIGHTS_ROOT
+
 from .catalog import ModelInfo
 from .naming import slug
 
-WEIGHTS_ROOT = "weights/"
-COMPILED_ROOT = "compiled/"
-STAGING_ROOT = "staging/"
 SERVED_ROOTS = (WEIGHTS_ROOT, COMPILED_ROOT, STAGING_ROOT)
 """What the servers read through Mountpoint. Results and the benchmark's caches are never mounted."""
 MODEL_STORE_MOUNT_PATH = "/var/mdl"
 """Where a server sees the store: each prefix it reads at the same path below this as in the bucket."""
-MANIFEST_FILE = "manifest.json"
-WEIGHTS_MARKER = ".complete"
-COMMIT_FILE = "commit.json"
-COMPLETE_FILE = "complete.json"
-FILES_DIR = "files"
+NODE_CACHE_MOUNT = "/node-cache"
+"""Where a server sees its cache on the node's NVMe: the store's objects copied there, its compiled set."""
 STAGING_EXPIRY_DAYS = 7
 """A staging set nobody committed (a writer killed before its commit, or the loser of one), or one
 already copied into place, is expired by the bucket's lifecycle rule this many days after upload; a

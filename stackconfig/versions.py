@@ -21,7 +21,14 @@ class Pin:
 # --- Kubernetes on EKS ---------------------------------------------------------------------------
 
 DEFAULT_KUBERNETES_VERSION = "1.35"
-"""1.34 leaves EKS standard support on 2026-12-02 (EKS_SUPPORT); 1.35 is in it until 2027-03-27."""
+"""1.34 leaves EKS standard support on 2026-12-02 (EKS_SUPPORT); 1.35 is in it until 2027-03-27.
+
+1.36 is offered (EKS_ADDONS, AMI_RELEASE) but not the default, because not every dependency states
+support for it: no Mountpoint CSI driver release read here is tested on 1.36 (MOUNTPOINT_FLOOR), no
+AWS table read here lists a vpc-cni build for 1.36 (its build is EKS's default, checked against
+addon_requirement), and the Neuron Helm chart states a minimum (1.34) but names no version it was
+tested on. Karpenter 1.15 and the AMI release do list 1.36. README "Versions and upgrades" says the
+same; make 1.36 the default when those three state support."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,9 @@ EKS_SUPPORT: dict[str, EksSupport] = {
     "1.35": EksSupport(datetime.date(2027, 3, 27), datetime.date(2028, 3, 27),
                        "endoflife.date products/amazon-eks.md @4e5af2e (third party, filled from the EKS version page; "
                        "no stored copy of the EKS user guide lists 1.35 yet)"),
+    "1.36": EksSupport(datetime.date(2027, 8, 2), datetime.date(2028, 8, 2),
+                       "endoflife.date products/amazon-eks.md @a70eca3 (third party, filled from the EKS version page: "
+                       "released on EKS 2026-06-02; no stored copy of the EKS user guide lists 1.36 yet)"),
 }
 
 # --- EKS add-ons ---------------------------------------------------------------------------------
@@ -61,6 +71,8 @@ class AddonPin:
 
 
 EKS_DEFAULT_SOURCE = "no AWS document lists a build for this Kubernetes version: EKS's own default, looked up at deploy"
+EKS_USER_GUIDE_JA = ("EKS user guide, Japanese edition, the first read here with a 1.36 row "
+                     "(docs.aws.amazon.com/ja_jp/eks/latest/userguide/")
 KEPT_FOR_1_34 = ("kept from this program's earlier releases, which running 1.34 stacks have installed (EKS's default "
                  "for 1.34 may be an older build); no AWS table read here lists this build; make preflight checks that "
                  "EKS offers it")
@@ -97,6 +109,21 @@ EKS_ADDONS: dict[str, dict[str, AddonPin]] = {
                                                  "fix (awslabs/mountpoint-s3-csi-driver CHANGELOG.md at 57c6bed)"),
         "amazon-cloudwatch-observability": AddonPin(None, EKS_DEFAULT_SOURCE),
     },
+    "1.36": {
+        # EKS's default, checked against addon_requirement at deploy and by preflight: no AWS table
+        # read here has a 1.36 row for vpc-cni; public 1.36 configurations pin v1.22.2-eksbuild.1 and
+        # v1.22.3-eksbuild.1 (code search, unattributed excerpts), both after the network policy fix.
+        "vpc-cni": AddonPin(None, EKS_DEFAULT_SOURCE),
+        "coredns": AddonPin("v1.14.3-eksbuild.3", f"{EKS_USER_GUIDE_JA}managing-coredns.md), CoreDNS versions table, 1.36 row; "
+                                                  "public 1.36 configurations pin the same build"),
+        "kube-proxy": AddonPin("v1.36.0-eksbuild.14", f"{EKS_USER_GUIDE_JA}managing-kube-proxy.md), kube-proxy versions "
+                                                      "table, 1.36 row (public 1.36 configurations pin the older "
+                                                      "v1.36.0-eksbuild.9)"),
+        "eks-pod-identity-agent": AddonPin(None, EKS_DEFAULT_SOURCE),
+        # EKS's default, held to MOUNTPOINT_FLOOR: no source read here names an EKS build for 1.36.
+        "aws-mountpoint-s3-csi-driver": AddonPin(None, EKS_DEFAULT_SOURCE),
+        "amazon-cloudwatch-observability": AddonPin(None, EKS_DEFAULT_SOURCE),
+    },
 }
 
 
@@ -122,9 +149,15 @@ concurrent operations on a closed, truncated file; v2.4.1 (Mountpoint 1.22.1) fi
 (awslabs/mountpoint-s3-csi-driver CHANGELOG.md at 57c6bed, v2.4.1: "The issue was introduced in
 v1.22.0"). The servers' mounts are read-only, so they never truncate; refused all the same, as
 the preparation and publisher paths may grow."""
-MOUNTPOINT_TESTED_FROM = {"1.35": (2, 4, 0)}
-"""The first driver release whose test matrix holds the Kubernetes version (v2.4.0 for 1.35:
-awslabs/mountpoint-s3-csi-driver commit 0f46875, .github/matrix.yaml); older minors: any v2."""
+MOUNTPOINT_FLOOR: dict[str, tuple[tuple[int, ...], str]] = {
+    "1.35": ((2, 4, 0), "1.35 is tested from v2.4.0"),
+    "1.36": ((2, 4, 0), "no release read here is tested on 1.36, whose CI run gained it after v2.7.0, so 1.35's "
+                        "floor applies"),
+}
+"""Per Kubernetes version, the oldest driver release allowed and why. 1.35: the first release whose
+test matrix holds it (v2.4.0: awslabs/mountpoint-s3-csi-driver commit 0f46875, .github/matrix.yaml).
+1.36: the matrix gained 1.36.1 in commit 3dd3838 (#838, 2026-06-26), after v2.7.0, the newest tag at
+57c6bed (2026-08-08), so no release is tested on it. Older minors: any v2."""
 
 
 def _version(build: str) -> tuple[int, ...]:
@@ -141,12 +174,11 @@ def addon_requirement(addon: str, kubernetes_version: str) -> BuildRequirement |
         prefix = f"v{kubernetes_version}."
         return BuildRequirement(f"{prefix}*", lambda build: build.startswith(prefix))
     if addon == "aws-mountpoint-s3-csi-driver":
-        tested = MOUNTPOINT_TESTED_FROM.get(kubernetes_version)
+        floor, why = MOUNTPOINT_FLOOR.get(kubernetes_version, ((2, 0, 0), ""))
         race = "v2.4.0 fails reads after a truncated file is closed"
-        description = (f"v2.4.1 or later ({kubernetes_version} is tested from v{'.'.join(map(str, tested))}; {race})"
-                       if tested else f"v2.*, other than v2.4.0 ({race})")
+        description = f"v2.4.1 or later ({why}; {race})" if why else f"v2.*, other than v2.4.0 ({race})"
         return BuildRequirement(description, lambda build: build.startswith("v2.") and not build.startswith(
-            MOUNTPOINT_TRUNCATION_RACE) and _version(build) >= (tested or (2, 0, 0)))
+            MOUNTPOINT_TRUNCATION_RACE) and _version(build) >= floor)
     if addon == "vpc-cni":
         return BuildRequirement(
             f"v1.14.0 or later, other than {', '.join(b.rstrip('-') for b in VPC_CNI_BROKEN_WITH_NETWORK_POLICY)} "
@@ -161,8 +193,10 @@ KARPENTER_CHART = "oci://public.ecr.aws/karpenter/karpenter"
 KARPENTER_CRD_CHART = "oci://public.ecr.aws/karpenter/karpenter-crd"
 """The CRDs as their own chart, so upgrades reach them (Helm never upgrades a chart's crds/)."""
 KARPENTER = Pin("1.15.0", "aws/karpenter-provider-aws, release commit 6d1426c 'chore: Release v1.15.0 (#9719)', 2026-10-10; "
-                          "charts/karpenter-crd/Chart.yaml version 1.15.0 at d77d1a3. Karpenter maintains its newest minor "
-                          "only. v1.15.1 could not be confirmed in any stored source")
+                          "charts/karpenter-crd/Chart.yaml version 1.15.0 at d77d1a3, whose compatibility matrix "
+                          "(website/content/en/v1.15/upgrading/compatibility.md) lists Kubernetes 1.35 for >= 1.9, 1.36 "
+                          "for >= 1.13 and 1.37 for 1.15.x. Karpenter maintains its newest minor only. v1.15.1 could not "
+                          "be confirmed in any stored source")
 
 
 @dataclass(frozen=True)
@@ -189,10 +223,10 @@ class AmiRelease:
 
 
 AMI_RELEASE = AmiRelease(
-    "v20260714", {"1.34": "1.34.9", "1.35": "1.35.6"},
+    "v20260714", {"1.34": "1.34.9", "1.35": "1.35.6", "1.36": "1.36.2"},
     "awslabs/amazon-eks-ami CHANGELOG.md at 81fec2e (the tree of tag v20260724), 'AMI Release v20260714': Neuron, "
-    "standard and NVIDIA AL2023 AMIs for Kubernetes 1.30 to 1.36, release versions 1.35.6-20260714 and "
-    "1.34.9-20260714. The newest release whose AMI list for every minor could be read here: later release pages "
+    "standard and NVIDIA AL2023 AMIs for Kubernetes 1.30 to 1.36, release versions 1.36.2-20260714, 1.35.6-20260714 "
+    "and 1.34.9-20260714. The newest release whose AMI list for every minor could be read here: later release pages "
     "(to v20261023) were readable only down to their newest minor")
 """The AMI release of every node: the trn2 and preparation nodes' EC2NodeClass alias and the system
 node group's releaseVersion. The only place a release is written (tests/test_versions.py)."""
@@ -204,15 +238,16 @@ AMI_ALIASES: dict[str, Pin] = {
 }
 """The EC2NodeClass AMI alias per Kubernetes version: an AL2023 release with Neuron AMIs for that
 version (Karpenter resolves the alias through the SSM parameter `make preflight` checks). One
-release serves both versions, so an upgrade changes only the Kubernetes minor of the AMI."""
+release serves every version, so an upgrade changes only the Kubernetes minor of the AMI."""
 
 
 # --- Neuron --------------------------------------------------------------------------------------
 
 NEURON_HELM_CHART = "oci://public.ecr.aws/neuron/neuron-helm-chart"
 NEURON_HELM_CHART_VERSION = Pin("1.10.0", "aws-neuron/neuron-helm-charts release 1.10.0 (commit 8ca1e5c, 19 Aug): the DRA "
-                                          "driver (draDriver.*) beside the device plugin; the Neuron docs ask for Kubernetes "
-                                          "1.34 or later and state no upper bound")
+                                          "driver (draDriver.*) beside the device plugin; the Neuron docs and the EKS user guide "
+                                          "('Manage Neuron devices on Amazon EKS') ask for Kubernetes 1.34 or later, "
+                                          "state no upper bound and name no version the driver was tested on")
 
 
 def stack_addons(kubernetes_version: str, workload_identity: str) -> dict[str, AddonPin]:
@@ -240,7 +275,7 @@ ENGINE_IMAGES: dict[str, Pin] = {
                        "commit 2be9ed1): vLLM 0.24.0 with vllm-neuron 0.24.0.1.1.0, Neuron SDK 2.32.0. Neuron 2.33 "
                        "ships vllm-neuron 0.29.0.1.2.0, but no image tag for it could be read"),
 }
-"""Each serving engine's default image (stackconfig/engines.py); a stack may pin another."""
+"""Each serving engine's default image (its module: stackconfig/engines/); a stack may pin another."""
 
 
 # --- The benchmark -------------------------------------------------------------------------------

@@ -78,7 +78,7 @@ CASES = [
     ("cidr-size", QWEN, edit((P + "cluster", "vpcCidr"), "10.64.0.0/20"), "cluster.vpcCidr"),
     ("k8s-too-old", QWEN, edit((P + "cluster", "kubernetesVersion"), "1.33"), "cluster.kubernetesVersion"),
     ("k8s-too-new", QWEN, edit((P + "cluster", "kubernetesVersion"), "1.40"), "cluster.kubernetesVersion"),
-    ("k8s-unpinned", QWEN, edit((P + "cluster", "kubernetesVersion"), "1.36"), "cluster.kubernetesVersion"),
+    ("k8s-unpinned", QWEN, edit((P + "cluster", "kubernetesVersion"), "1.37"), "cluster.kubernetesVersion"),
     ("k8s-latest", QWEN, edit((P + "cluster", "kubernetesVersion"), "latest"), "cluster.kubernetesVersion"),
     ("one-system-node", QWEN, edit((P + "cluster", "systemNodeCount"), 1), "cluster.systemNodeCount"),
     ("one-zone", QWEN, edit((P + "cluster", "availabilityZones"), ["us-east-2a"]), "cluster.availabilityZones"),

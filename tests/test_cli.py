@@ -42,6 +42,30 @@ def test_every_command_names_an_existing_module_with_a_main():
         assert callable(getattr(loaded, "plan_all" if command == "plan-all" else "main")), command
 
 
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_every_command_names_itself_in_its_usage(command, capsys):
+    """`python -m tools <command> --help` says how to call it, not `usage: __main__.py`."""
+    assert cli.main([command, "--help"]) == 0
+    assert capsys.readouterr().out.startswith(f"usage: python -m tools {command} ")
+
+
+@pytest.mark.parametrize("command", list(cli.COMMANDS))
+def test_outside_the_venv_every_command_says_how_to_run_it(command):
+    """A Python without the pinned packages (here this one with -S: no site-packages, as a system
+    python3 without pulumi or boto3) gets one line naming make setup and .venv/bin/python, exit 2."""
+    done = subprocess.run([sys.executable, "-S", "-m", "tools", command, "--stack", STACK], cwd=PROJECT_DIR,
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.startswith(f"{command}: this Python ({sys.executable}) lacks '") and done.stderr.count("\n") == 1
+    assert "make setup" in done.stderr and f".venv/bin/python -m tools {command}" in done.stderr
+
+
+def test_a_missing_module_of_the_program_itself_is_not_blamed_on_the_python(monkeypatch):
+    monkeypatch.setitem(cli.COMMANDS, "broken", "tools.no_such_module")
+    with pytest.raises(ModuleNotFoundError, match="tools.no_such_module"):
+        cli.main(["broken"])
+
+
 def test_a_closed_output_pipe_ends_quietly():
     """`python -m tools plan --stack S | head -c 10`: the plan prints far more than the reader
     takes; the CLI stops without a BrokenPipeError traceback."""

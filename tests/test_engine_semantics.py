@@ -14,17 +14,10 @@ import pytest
 from offline.stacks import load_stack
 from stackconfig import ConfigError, parse_stack_config
 from stackconfig.catalog import MODELS
-from stackconfig.semantics import (
-    FIRST_START,
-    RESTART,
-    OnDeviceSampling,
-    engine_failures,
-    legacy_first_start,
-    legacy_override,
-    legacy_reload,
-    plugin_failures,
-    serves_greedily,
-)
+from stackconfig.engines.failure import FIRST_START, RESTART
+from stackconfig.engines.nxdi_legacy import OnDeviceSampling, legacy_first_start, legacy_override, legacy_reload
+from stackconfig.engines.vllm_neuron import plugin_failures
+from stackconfig.semantics import engine_failures, serves_greedily
 from stackconfig.server import arguments
 from stackconfig.source import PROJECT
 

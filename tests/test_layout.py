@@ -4,7 +4,8 @@
   other; both may import the seam (components/handle.py) and the shared identity and IAM helpers.
 - stackconfig/ (typed config) imports no Pulumi and nothing of components/, offline/ or tools/, so
   validation runs anywhere; benchmark/ (the pod's code and the operator's report) and modelstore/
-  (the model store pods' code) import no other part of the project, so their pods run them alone.
+  (the model store pods' code) import no other part of the project, so their pods run them alone;
+  nor does distributed/ (seed 002's draft and target servers).
 - tools/ (operator commands) never imports the Pulumi program or its offline engine; the CLI's
   dispatcher (tools/__main__.py) names modules by string, and only `plan` and `plan-all` name
   offline/ (the offline plan runs the program by design).
@@ -19,7 +20,7 @@ import pytest
 
 from stackconfig.source import PROJECT_DIR
 
-PACKAGES = ("components", "stackconfig", "benchmark", "modelstore", "offline", "tools", "rehearse")
+PACKAGES = ("components", "stackconfig", "benchmark", "modelstore", "offline", "tools", "distributed", "rehearse")
 SEAM = {"components", "components.handle", "components.identity", "components.iam", "components.nodeclass"}
 
 
@@ -81,6 +82,7 @@ def test_the_wings_meet_only_at_the_handle(wing, other):
     ("benchmark", ("components", "offline", "tools", "stackconfig", "modelstore", "pulumi")),
     ("modelstore", ("components", "offline", "tools", "stackconfig", "benchmark", "pulumi")),
     ("tools", ("components", "offline", "pulumi")),
+    ("distributed", ("components", "offline", "tools", "stackconfig", "benchmark", "modelstore", "pulumi")),
     # The rehearsal runs what the plan rendered; it never builds resources itself, and no shipped
     # code reads the tests' stand-ins.
     ("rehearse", ("components", "pulumi", "tests")),

@@ -1,7 +1,9 @@
 """Every Kubernetes object the program sends validates against its schema, as the API server would.
 
 Core and resource.k8s.io/v1 objects: the schemas of every Kubernetes version a stack may run
-(1.34 and 1.35: stackconfig/versions.py EKS_ADDONS), strict (kubernetes-validate).
+(1.34, 1.35 and 1.36: stackconfig/versions.py EKS_ADDONS), strict (kubernetes-validate). Every
+stack is planned at its own version, and one also at the newest version offered (1.36, not the
+default), so that version's objects pass the same checks.
 
 Karpenter objects: the NodePool and EC2NodeClass CRDs of aws/karpenter-provider-aws at tag v1.14.1
 (commit bde00654, pkg/apis/crds/), vendored in tests/data/karpenter-crds-v1.14.1/, made strict
@@ -27,14 +29,37 @@ import pytest
 import yaml
 from celpy import celtypes
 
+from offline.stacks import load_stack, run_stack
 from stackconfig.versions import AMI_RELEASE, EKS_ADDONS
 
+from .conftest import STACKS, recorded
+
 KUBERNETES_VERSIONS = [f"{version}.0" for version in EKS_ADDONS]
+NEWEST = max(EKS_ADDONS, key=lambda version: tuple(map(int, version.split("."))))
+PLANS = [(stack, None) for stack in STACKS] + [("qwen3-32b-qwen3-1.7b", NEWEST)]
 CRD_DIR = Path(__file__).parent / "data" / "karpenter-crds-v1.14.1"
 CRD_FILES = {
     ("karpenter.sh/v1", "NodePool"): "karpenter.sh_nodepools.yaml",
     ("karpenter.k8s.aws/v1", "EC2NodeClass"): "karpenter.k8s.aws_ec2nodeclasses.yaml",
 }
+
+
+@lru_cache(maxsize=None)
+def recorded_at(stack: str, version: str):
+    return run_stack(load_stack(stack, {"sd-trn2:cluster": {"kubernetesVersion": version}}))
+
+
+@pytest.fixture(params=PLANS, ids=[stack if version is None else f"{stack}-at-{version}" for stack, version in PLANS])
+def recording(request):
+    """Each stack as its file says, and one at the newest Kubernetes version offered."""
+    stack, version = request.param
+    return recorded(stack) if version is None else recorded_at(stack, version)
+
+
+def test_the_newest_version_offered_is_planned():
+    plan = recorded_at(*PLANS[-1])
+    assert plan.one("eks:index:Cluster").inputs["version"] == NEWEST
+    assert plan.stack_outputs["versions"]["kubernetes"] == NEWEST
 
 
 def strict(schema):

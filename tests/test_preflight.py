@@ -47,6 +47,7 @@ QWEN = "qwen3-32b-qwen3-1.7b"          # 1 node, no gated model
 PLATFORM, SHARED = "platform", "qwen3-32b-qwen3-1.7b-shared"  # the same pairing on the platform
 LLAMA = "llama3.1-8b-llama3.2-1b"      # gated target and draft
 ON_1_34 = {"sd-trn2:cluster": {"kubernetesVersion": "1.34"}}
+ON_1_36 = {"sd-trn2:cluster": {"kubernetesVersion": "1.36"}}
 RESERVED = {"sd-trn2:capacity": {"capacityType": "reserved", "reservationIds": ["cr-0123456789abcdef0"]},
             "sd-trn2:cluster": {"availabilityZones": ["us-east-2a", "us-east-2b"]}}
 
@@ -401,10 +402,13 @@ def test_an_eks_default_the_program_cannot_run_fails(monkeypatch):
 
 @pytest.mark.parametrize("kubernetes, build, allowed", [
     # v2.4.0 (Mountpoint 1.22.0) brought an I/O error race after closing a truncated file; v2.4.1 fixes
-    # it (awslabs/mountpoint-s3-csi-driver CHANGELOG.md). 1.35 is tested from v2.4.0, so 1.35 needs v2.4.1.
+    # it (awslabs/mountpoint-s3-csi-driver CHANGELOG.md). 1.35 is tested from v2.4.0, so 1.35 needs v2.4.1;
+    # no release is tested on 1.36, which keeps 1.35's floor.
     ("1.35", "v2.4.1-eksbuild.1", True), ("1.35", "v2.9.2-eksbuild.1", True), ("1.35", "v2.4.0-eksbuild.1", False),
     ("1.35", "v2.3.0-eksbuild.1", False), ("1.34", "v2.3.0-eksbuild.1", True), ("1.34", "v2.4.0-eksbuild.1", False),
-    ("1.34", "v1.15.0-eksbuild.1", False), ("1.34", "v3.0.0-eksbuild.1", False)])
+    ("1.34", "v1.15.0-eksbuild.1", False), ("1.34", "v3.0.0-eksbuild.1", False),
+    ("1.36", "v2.4.1-eksbuild.1", True), ("1.36", "v2.7.0-eksbuild.1", True), ("1.36", "v2.4.0-eksbuild.1", False),
+    ("1.36", "v2.3.0-eksbuild.1", False), ("1.36", "v3.0.0-eksbuild.1", False)])
 def test_a_mountpoint_driver_build_with_the_truncation_race_or_untested_on_the_version_is_refused(kubernetes, build, allowed):
     from stackconfig.versions import addon_requirement
 
@@ -462,6 +466,76 @@ def test_the_pod_identity_agent_is_checked_only_when_installed():
 ])
 def test_kubernetes_1_34_support_window(today, status, says):
     result = platform.check_kubernetes_support(spec_of(**ON_1_34), today)
+    assert result.status == status and says in result.found
+
+
+@pytest.mark.parametrize("today, status, says", [
+    (date(2026, 11, 25), "PASS", "1.36 in EKS standard support until 2027-08-02, supportType STANDARD"),
+    (date(2027, 7, 20), "WARN", "leaves EKS standard support 2027-08-02: EKS then upgrades the control plane"),
+    (date(2027, 9, 1), "WARN", "left EKS standard support 2027-08-02"),
+    (date(2028, 8, 3), "FAIL", "EKS support for 1.36 ended 2028-08-02"),
+])
+def test_kubernetes_1_36_support_window(today, status, says):
+    result = platform.check_kubernetes_support(spec_of(**ON_1_36), today)
+    assert result.status == status and says in result.found
+
+
+def test_on_1_36_the_addons_eks_chooses_are_checked_and_the_pins_must_be_offered():
+    """On 1.36 four add-ons are EKS's default; each is held to its requirement (a Mountpoint driver
+    below 1.35's floor, a vpc-cni with the broken network policy agent fail), and the coredns and
+    kube-proxy pins must be offered for 1.36."""
+    spec = spec_of(**ON_1_36)
+    planned = offered_as_planned(spec)
+    result = addons_answer(spec, planned)
+    assert result.status == "PASS", result.found
+    assert "kube-proxy v1.36.0-eksbuild.14," in result.found and "coredns v1.14.3-eksbuild.3," in result.found
+    assert "aws-mountpoint-s3-csi-driver v2.7.0-eksbuild.1 (EKS default)" in result.found
+    broken = {**planned, "aws-mountpoint-s3-csi-driver": [("v2.4.0-eksbuild.1", True)],
+              "vpc-cni": [("v1.21.1-eksbuild.1", True)], "kube-proxy": [("v1.35.3-eksbuild.2", True)]}
+    result = addons_answer(spec, broken)
+    assert result.status == "FAIL"
+    assert ("aws-mountpoint-s3-csi-driver v2.4.0-eksbuild.1 is not v2.4.1 or later (no release read here is tested on "
+            "1.36") in result.found
+    assert "vpc-cni v1.21.1-eksbuild.1 is not v1.14.0 or later" in result.found
+    assert "kube-proxy v1.36.0-eksbuild.14 is not offered" in result.found
+
+
+def control_plane_answer(spec, running: str | None):
+    """DescribeCluster for the stack's cluster: its version, or not found (not deployed)."""
+    eks, stub = stubbed("eks")
+    if running is None:
+        stub.add_client_error("describe_cluster", "ResourceNotFoundException", "No cluster found", 404,
+                              expected_params={"name": spec.cluster_name})
+    else:
+        stub.add_response("describe_cluster", {"cluster": {"name": spec.cluster_name, "version": running}},
+                          {"name": spec.cluster_name})
+    with stub:
+        result = platform.check_control_plane(spec, eks)
+    stub.assert_no_pending_responses()
+    return result
+
+
+def test_a_control_plane_eks_upgraded_past_the_stack_file_fails_and_names_the_version_to_set():
+    """Under supportType STANDARD EKS upgrades a control plane by itself when its version leaves
+    standard support (1.35: after 2027-03-27); a stack file still on the old minor would have the
+    next `pulumi up` ask EKS to move the control plane back."""
+    spec = spec_of()
+    result = control_plane_answer(spec, "1.36")
+    assert result.status == "FAIL"
+    assert f"{spec.cluster_name} runs Kubernetes 1.36, newer than cluster.kubernetesVersion 1.35" in result.found
+    assert result.fix == 'set cluster.kubernetesVersion to "1.36" in the stack file'
+    beyond = control_plane_answer(spec, "1.37")
+    assert beyond.status == "FAIL" and "this program offers no add-on builds for 1.37 yet" in beyond.fix
+
+
+@pytest.mark.parametrize("running, status, says", [
+    (None, "PASS", "not deployed yet: created at 1.35"),
+    ("1.35", "PASS", "runs Kubernetes 1.35, as the stack file says"),
+    ("1.34", "PASS", "the next `pulumi up` upgrades it from 1.34 to 1.35"),
+    ("1.33", "FAIL", "EKS upgrades a control plane one minor at a time"),
+])
+def test_the_running_control_plane_is_compared_with_the_stack_file(running, status, says):
+    result = control_plane_answer(spec_of(), running)
     assert result.status == status and says in result.found
 
 
@@ -667,7 +741,8 @@ def test_json_output_for_machines(preflight_env, capsys):
     checks = {r["check"]: r for r in report["results"]}
     assert checks["AMI"]["status"] == "FAIL" and checks["offerings"]["status"] == "PASS"
     assert set(checks) == {"credentials", "CLIs", "offerings", "quota", "reservations", "AMI", "EKS add-ons",
-                           "Kubernetes", "API endpoint", "Hugging Face", "model revisions", "checkpoint sizes", "cost"}
+                           "Kubernetes", "control plane", "API endpoint", "Hugging Face", "model revisions", "checkpoint sizes",
+                           "cost"}
     assert checks["cost"]["data"]["perRunUsd"] > 0
 
 
@@ -676,7 +751,9 @@ def test_a_platform_is_checked_for_what_it_builds(preflight_env, capsys):
     out = capsys.readouterr().out
     report = json.loads(out[out.index("\n{") + 1:] if not out.startswith("{") else out)
     checks = {r["check"]: r for r in report["results"]}
-    assert set(checks) == {"credentials", "CLIs", "offerings", "EKS add-ons", "Kubernetes", "API endpoint", "cost"}
+    assert set(checks) == {"credentials", "CLIs", "offerings", "EKS add-ons", "Kubernetes", "control plane", "API endpoint",
+                           "cost"}
+    assert checks["control plane"]["status"] == "PASS" and "not deployed yet" in checks["control plane"]["found"]
     assert checks["offerings"]["status"] == "PASS" and "us-east-2a" in checks["offerings"]["found"]
 
 
@@ -768,6 +845,8 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis,
     for name, builds in offered_as_planned(spec).items():
         eks_stub.add_response("describe_addon_versions", {"addons": [addon(name, builds, "1.35")]},
                               {"addonName": name, "kubernetesVersion": "1.35"})
+    eks_stub.add_client_error("describe_cluster", "ResourceNotFoundException", "No cluster found", 404,
+                              expected_params={"name": spec.cluster_name})
     quotas, quotas_stub = stubbed("service-quotas")
     pricing, pricing_stub = stubbed("pricing", "us-east-1")
     for _ in range(4):
@@ -781,7 +860,7 @@ def test_a_reserved_stack_checks_its_reservations_instead_of_the_quota(all_clis,
         stub.assert_no_pending_responses()
     status = {r.check: r.status for r in results}
     assert status == {"credentials": "PASS", "CLIs": "PASS", "offerings": "PASS", "quota": "PASS", "reservations": "PASS",
-                      "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "API endpoint": "WARN",
+                      "AMI": "PASS", "EKS add-ons": "PASS", "Kubernetes": "PASS", "control plane": "PASS", "API endpoint": "WARN",
                       "Hugging Face": "PASS", "model revisions": "PASS", "checkpoint sizes": "WARN", "cost": "WARN"}
     (cost_result,) = [r for r in results if r.check == "cost"]
     assert "reserved capacity bills by its own terms" in cost_result.found

@@ -25,17 +25,18 @@ def section(title: str) -> str:
 
 def test_the_versions_table_shows_every_pin():
     table = section("Versions and upgrades")
-    header = table.splitlines()[6]
+    header = [cell.strip() for cell in table.splitlines()[6].split("|")]
     assert f"Kubernetes {DEFAULT_KUBERNETES_VERSION} (default)" in header
+    column_of = {cell.split()[1]: index for index, cell in enumerate(header) if cell.startswith("Kubernetes 1.")}
+    assert set(column_of) == set(EKS_ADDONS)
     rows = {line.split("|")[1].strip(): line for line in table.splitlines() if line.startswith("| ")}
     assert KARPENTER.version in rows["Karpenter (chart and CRD chart)"]
     assert NEURON_HELM_CHART_VERSION.version in rows["Neuron Helm chart (DRA driver)"]
     for version, pin in AMI_ALIASES.items():
         assert pin.version in rows["trn2 AMI alias"], version
     for version, pins in EKS_ADDONS.items():
-        column = 1 if version == DEFAULT_KUBERNETES_VERSION else 2
         for addon, pin in pins.items():
-            cell = rows[addon].split("|")[1 + column].strip()
+            cell = rows[addon].split("|")[column_of[version]].strip()
             assert cell == pin.build if pin.build else cell.startswith("EKS's default"), (addon, version, cell)
     for version, support in EKS_SUPPORT.items():
         assert str(support.standard_until) in rows["EKS support"] or support.standard_until.strftime("%Y-%m-%d") in table

@@ -21,6 +21,7 @@ from moto.server import ThreadedMotoServer
 
 from benchmark.pod import RUN_CONFIG
 from modelstore.hub import Hub
+from modelstore.layout import LOCAL_COMPLETE, LOCAL_RESTORED
 from offline.plan import write_plan
 from rehearse import engine, outcomes
 from rehearse.cli import PODSETUP_LINE, stand_in_problems
@@ -392,6 +393,10 @@ def test_the_played_compile_writes_a_set_that_only_the_same_flags_load(tmp_path)
     assert "other flags" in engine.check_set(tmp_path, RENDERED[:-2])
     (tmp_path / "graph-1.neff").unlink()
     assert "lacks graph-1.neff" in engine.check_set(tmp_path, RENDERED)
+
+
+def test_the_engine_reads_serve_shs_markers_by_their_names():
+    assert (engine.COMPLETE, engine.RESTORED) == (LOCAL_COMPLETE, LOCAL_RESTORED)
 
 
 def test_a_compile_fault_writes_nothing(tmp_path, monkeypatch, capsys):

@@ -108,11 +108,20 @@ def test_a_checkov_that_sees_nothing_in_the_canary_fails_the_scan(tmp_path, scan
     assert "not scanning" in capsys.readouterr().err
 
 
-def test_a_missing_checkov_or_an_unknown_stack_fails_cleanly(tmp_path, scan_out, capsys):
-    assert scan.main(["--checkov", str(tmp_path / "absent")]) == 1
-    assert scan.main(["--checkov", "x", "--stack", "no-such-stack"]) == 2
-    err = capsys.readouterr().err
-    assert "No such file" in err and "unknown stack(s) no-such-stack" in err
+def test_an_unknown_stack_fails_cleanly(tmp_path, scan_out, capsys):
+    assert scan.main(["--checkov", fake_checkov(tmp_path, [], []), "--stack", "no-such-stack"]) == 2
+    assert "unknown stack(s) no-such-stack" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("checkov", ["absent", "not-executable"])
+def test_a_checkov_that_cannot_run_is_bad_input_at_once(checkov, tmp_path, monkeypatch, capsys):
+    """Refused before the stacks are rendered (a minute of work), with exit 2 naming --checkov."""
+    (tmp_path / "not-executable").write_text("#!/bin/sh\n")
+    monkeypatch.setattr(scan, "render", lambda stacks, out: pytest.fail("rendered before checking --checkov"))
+    with pytest.raises(SystemExit) as exit_:
+        scan.main(["--checkov", str(tmp_path / checkov)])
+    assert exit_.value.code == 2
+    assert f"argument --checkov: no executable at {tmp_path / checkov}" in capsys.readouterr().err
 
 
 def test_render_writes_every_kubernetes_object_of_a_stack_as_yaml_and_its_aws_side_as_a_plan(tmp_path):

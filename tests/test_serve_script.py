@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from components.pairing.serving import SERVE_SCRIPT
+from components.pairing.serving import SERVE_SCRIPT, script_files
 from modelstore import publish
 
 FAKE_VLLM = textwrap.dedent("""\
@@ -81,7 +81,11 @@ def run_script(tmp_path: Path, store: Path, cache: Path, bin_dir: Path | None = 
     }
     if draft:
         env |= {"DRAFT_WEIGHTS_STORE": str(store / DRAFT), "DRAFT_WEIGHTS_DIR": str(cache / DRAFT)}
-    return subprocess.run(["bash", str(SERVE_SCRIPT), "serve", str(cache / WEIGHTS)], env=env, capture_output=True, text=True,
+    scripts = tmp_path / "scripts"  # the script directory as the pod mounts it (the ConfigMap's files)
+    scripts.mkdir(exist_ok=True)
+    for name, text in script_files().items():
+        (scripts / name).write_text(text)
+    return subprocess.run(["bash", str(scripts / SERVE_SCRIPT.name), "serve", str(cache / WEIGHTS)], env=env, capture_output=True, text=True,
                           timeout=60)
 
 

@@ -60,7 +60,8 @@ def test_every_platform_setting_lands_in_the_spec():
     {"cluster.systemNodeCount": 2, "cluster.availabilityZoneCount": 6, "capacity.rootVolumeGiB": 100},
     {"cluster.availabilityZones": ZONES, "cluster.availabilityZoneCount": 2},
     {"cluster.kubernetesVersion": "1.34", "cluster.vpcCidr": "10.255.0.0/16"},
-], ids=["lowest-and-highest", "zone-count-matching-the-zones", "explicit-defaults"])
+    {"cluster.kubernetesVersion": "1.36"},
+], ids=["lowest-and-highest", "zone-count-matching-the-zones", "explicit-defaults", "the-newest-version-offered"])
 def test_values_at_the_limits_are_accepted(edits):
     parse(with_edits(SMALL, edits))
 
@@ -72,9 +73,9 @@ def test_the_zone_count_follows_the_zones_listed():
 @pytest.mark.parametrize("edits, problems", [
     ({"cluster.kubernetesVersion": "1.33"}, [("cluster.kubernetesVersion", "1.33 is below 1.34, the first version the Neuron DRA driver supports")]),
     ({"cluster.kubernetesVersion": "1.38"}, [("cluster.kubernetesVersion", "1.38 is above 1.37, the newest EKS version this program knows")]),
-    ({"cluster.kubernetesVersion": "1.36"}, [("cluster.kubernetesVersion", "no EKS add-on builds are pinned for 1.36 (stackconfig/versions.py "
-                                              "EKS_ADDONS; pinned: 1.34, 1.35); `aws eks describe-addon-versions --kubernetes-version "
-                                              "1.36` lists them")]),
+    ({"cluster.kubernetesVersion": "1.37"}, [("cluster.kubernetesVersion", "no EKS add-on builds are pinned for 1.37 (stackconfig/versions.py "
+                                              "EKS_ADDONS; pinned: 1.34, 1.35, 1.36); `aws eks describe-addon-versions --kubernetes-version "
+                                              "1.37` lists them")]),
     ({"cluster.kubernetesVersion": "1.x"}, [("cluster.kubernetesVersion", "'1.x' is not valid: a \"1.N\" version")]),
     ({"cluster.availabilityZones": ["us-east-2a"]},
      [("cluster.availabilityZones", "needs at least two zones: EKS requires subnets in two availability zones")]),

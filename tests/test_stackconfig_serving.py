@@ -216,7 +216,7 @@ def test_every_variable_the_program_sets_is_refused_in_serving_environment_whate
     """The refused names are the program's own environment tables (stackconfig/server.py), so a
     variable set only for FP8 or for prepared weights is refused in a stack that uses neither, and
     every name a variant is rendered with is one of them."""
-    from stackconfig.server import ENGINE_ENVIRONMENT, RESERVED_ENVIRONMENT, environment
+    from stackconfig.server import RESERVED_ENVIRONMENT, environment
 
     for name in ("XLA_HANDLE_SPECIAL_SCALAR", "WEIGHTS_STORE", "VLLM_CACHE_ROOT", "NEURON_COMPILED_ARTIFACTS"):
         assert problem_list(with_edits(SMALL, {"serving.environment": {name: "x"}})) == [
@@ -224,7 +224,7 @@ def test_every_variable_the_program_sets_is_refused_in_serving_environment_whate
     for base in (SMALL, PLUGIN):
         for variant in parse(base).variants:
             assert set(environment(variant)) <= RESERVED_ENVIRONMENT
-            assert set(ENGINE_ENVIRONMENT[variant.engine]) & set(environment(variant))
+            assert set(ENGINES[variant.engine].environment) & set(environment(variant))
     allowed = parse(with_edits(SMALL, {"serving.environment": {"NEURON_RT_EXEC_TIMEOUT": "600"}}))
     assert environment(allowed.variants[0])["NEURON_RT_EXEC_TIMEOUT"] == "600"
 

@@ -1,4 +1,5 @@
-"""Upgrading a running stack from Kubernetes 1.34 to 1.35 is one config change and one `pulumi up`.
+"""Upgrading a running stack to the next Kubernetes minor (1.34 to 1.35, and 1.35 to 1.36) is one
+config change and one `pulumi up`.
 
 The plan of the same stack at both versions differs only where an upgrade must: the control
 plane's version, the system node group's version and AMI release, and the add-on builds, and
@@ -8,7 +9,9 @@ then the add-ons that need nodes, then Karpenter and the trn2 NodePool, whose no
 new AMI. The node group names its version itself: pulumi-eks copies the cluster's version into a
 managed node group only when it names neither a version nor a launch template (pulumi/pulumi-eks
 nodejs/eks/nodes/nodegroup.ts, `if (!args.version && !args.launchTemplate)`, at v4.3.0 and at
-7bf0c1b after it), and the system nodes' launch template would otherwise leave them on 1.34.
+7bf0c1b after it), and the system nodes' launch template would otherwise leave them on the old minor.
+1.35 to 1.36 is the move EKS makes by itself when 1.35 leaves standard support under supportType
+STANDARD: the stack file can follow it with the same one-line change.
 """
 from __future__ import annotations
 
@@ -19,14 +22,24 @@ from offline.stacks import load_stack, run_stack
 STACK = "qwen3-32b-qwen3-1.7b"
 
 
+UPGRADES = [("1.34", "1.35"), ("1.35", "1.36")]
+
+
+def plan_at(version: str):
+    return run_stack(load_stack(STACK, {"sd-trn2:cluster": {"kubernetesVersion": version}}))
+
+
+@pytest.fixture(scope="module", params=UPGRADES, ids=[f"{a}-to-{b}" for a, b in UPGRADES])
+def upgrade(request):
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def plans():
-    on_1_34 = run_stack(load_stack(STACK, {"sd-trn2:cluster": {"kubernetesVersion": "1.34"}}))
-    on_1_35 = run_stack(load_stack(STACK))
-    return on_1_34, on_1_35
+def plans(upgrade):
+    return tuple(plan_at(version) for version in upgrade)
 
 
-def test_the_upgrade_changes_the_control_plane_version_and_the_addon_builds_only(plans):
+def test_the_upgrade_changes_the_control_plane_version_and_the_addon_builds_only(plans, upgrade):
     before, after = ({r.urn: r for r in plan.resources} for plan in plans)
     assert sorted(before) == sorted(after)  # nothing replaced, nothing new
     changed = {urn.rsplit("::", 1)[-1]: (before[urn].inputs, after[urn].inputs) for urn in before
@@ -38,14 +51,15 @@ def test_the_upgrade_changes_the_control_plane_version_and_the_addon_builds_only
     def build(addon: str, version: str) -> str:
         return EKS_ADDONS[version][addon].build or eks_default(addon, version)
 
-    moved = {a for a in EKS_ADDONS["1.35"] if build(a, "1.34") != build(a, "1.35")}
+    old, new = upgrade
+    moved = {a for a in EKS_ADDONS[new] if build(a, old) != build(a, new)}
     resource_of = {"coredns": "cluster-coredns", "amazon-cloudwatch-observability": "container-insights",
                    "aws-mountpoint-s3-csi-driver": "model-store-csi", "vpc-cni": "cluster-eks", "kube-proxy": "cluster-eks"}
     assert {"coredns", "kube-proxy", "vpc-cni", "aws-mountpoint-s3-csi-driver"} <= moved
     assert sorted(changed) == sorted({"cluster-eks", "cluster-system"}
                                      | {resource_of[a] for a in moved if a != "eks-pod-identity-agent"})
     cluster_before, cluster_after = changed["cluster-eks"]
-    assert (cluster_before["version"], cluster_after["version"]) == ("1.34", "1.35")
+    assert (cluster_before["version"], cluster_after["version"]) == upgrade
     assert {k for k in cluster_after if cluster_after[k] != cluster_before[k]} == {"version", "vpcCniOptions", "kubeProxyAddonOptions"}
     nodes_before, nodes_after = changed["cluster-system"]
     assert {k for k in nodes_after if nodes_after[k] != nodes_before[k]} == {"version", "releaseVersion"}
@@ -72,12 +86,12 @@ def test_the_upgrade_runs_control_plane_then_system_nodes_then_addons_then_karpe
             assert after.depends_on(node_object, karpenter), node_object.name
 
 
-def test_the_system_nodes_follow_the_control_plane_and_its_ami_release(plans):
+def test_the_system_nodes_follow_the_control_plane_and_its_ami_release(plans, upgrade):
     """The system node group names the cluster's version and the AMI release pinned for it, so the
     upgrade moves its nodes too (EKS replaces them one by one)."""
     from stackconfig.versions import AMI_RELEASE
 
-    for plan, version in zip(plans, ("1.34", "1.35")):
+    for plan, version in zip(plans, upgrade):
         nodes = plan.one("eks:index:ManagedNodeGroup").inputs
         assert (nodes["version"], nodes["releaseVersion"]) == (version, AMI_RELEASE.release_version(version))
         assert nodes["releaseVersion"].startswith(f"{version}.") and nodes["releaseVersion"].endswith(AMI_RELEASE.tag[1:])

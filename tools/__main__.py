@@ -15,7 +15,8 @@
                 (--stack S [--faults a,b] ...; docs/rehearsal.md)
 
 Exit codes, for every command: 0 all clear; 1 a check, a tool or AWS failed; 2 bad input (an
-invalid stack file, an unknown stack or option). A closed output pipe (`... | head`) ends the
+invalid stack file, an unknown stack or option, a Python without the pinned packages: `make setup`,
+then `.venv/bin/python -m tools ...`). A closed output pipe (`... | head`) ends the
 command quietly with 1. Scripts should call this CLI rather than make, which reports any failing
 recipe as 2.
 """
@@ -42,6 +43,9 @@ COMMANDS = {
     "rehearse": "rehearse.cli",
 }
 
+PROJECT_PACKAGES = frozenset({"tools", "offline", "stackconfig", "components", "benchmark", "modelstore"})
+"""A missing module of these is the program's own fault; any other is a Python without the venv's packages."""
+
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
@@ -53,11 +57,17 @@ def main(argv: list[str]) -> int:
         print(f"unknown command {command!r}{f' (did you mean {near[0]}?)' if near else ''}; commands: "
               f"{', '.join(COMMANDS)}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[command])
     try:
+        module = importlib.import_module(COMMANDS[command])
         if command == "plan-all":
             return module.plan_all(rest)
         return module.main(rest)
+    except ModuleNotFoundError as error:
+        if (error.name or "").partition(".")[0] in PROJECT_PACKAGES:
+            raise  # a fault of the program itself, not of the Python running it
+        print(f"{command}: this Python ({sys.executable}) lacks {error.name!r}, a pinned dependency of the CLI: "
+              f"run `make setup`, then `.venv/bin/python -m tools {command} ...` (or `make {command}`)", file=sys.stderr)
+        return 2
     except SystemExit as exit_:  # argparse: --help (0) or a bad option (2)
         return exit_.code if isinstance(exit_.code, int) else 2
     except BrokenPipeError:

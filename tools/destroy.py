@@ -61,7 +61,7 @@ def destroy(stack: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stack_tool(__doc__, destroy, argv)
+    return stack_tool("destroy", __doc__, destroy, argv)
 
 
 if __name__ == "__main__":

@@ -99,7 +99,8 @@ def latest_study(client: Any, bucket: str, results: str, studies: list[str]) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m tools results", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stack", required=True, type=stack_argument)
     parser.add_argument("--bucket", help="default: the stack's modelBucket output")
     parser.add_argument("--run-id", help="default: the latest run")

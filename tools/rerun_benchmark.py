@@ -70,7 +70,7 @@ def refuse_while_a_study_runs(deployed: DeployedStack, kubeconfig, now: datetime
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stack_tool(__doc__, lambda stack: rerun(stack, datetime.now(timezone.utc)), argv)
+    return stack_tool("benchmark", __doc__, lambda stack: rerun(stack, datetime.now(timezone.utc)), argv)
 
 
 if __name__ == "__main__":

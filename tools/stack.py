@@ -200,9 +200,10 @@ def kubectl(deployed: DeployedStack, kubeconfig: Path, *args: str) -> list[str]:
     return ["kubectl", "--kubeconfig", str(kubeconfig), "--namespace", deployed.namespace, *args]
 
 
-def stack_tool(doc: str, action: Callable[[str], int], argv: list[str] | None) -> int:
-    """A tool whose only argument is `--stack`: parse it and run `action(stack)` with run_tool."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+def stack_tool(command: str, doc: str, action: Callable[[str], int], argv: list[str] | None) -> int:
+    """`python -m tools <command>` whose only argument is `--stack`: parse it and run `action(stack)` with run_tool."""
+    parser = argparse.ArgumentParser(prog=f"python -m tools {command}", description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stack", required=True, type=stack_argument)
     args = parser.parse_args(argv)
     return run_tool(lambda: action(args.stack))

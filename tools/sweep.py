@@ -185,7 +185,7 @@ def sweep(stack: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return stack_tool(__doc__, sweep, argv)
+    return stack_tool("sweep", __doc__, sweep, argv)
 
 
 if __name__ == "__main__":

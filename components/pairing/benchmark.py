@@ -23,9 +23,9 @@ from benchmark.pod import (
     setup_script,
 )
 from benchmark.telemetry import SERVICE_ACCOUNT_DIR
+from modelstore.layout import COMMIT_FILE
 from stackconfig import StackSpec
 from stackconfig.semantics import serves_greedily
-from stackconfig.store import COMMIT_FILE
 from stackconfig.timeline import study_modes
 
 from ..handle import ClusterHandle

@@ -8,8 +8,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from benchmark.lease import NAME as LEASE
+from modelstore.layout import COMMIT_FILE
 from stackconfig import StackSpec
-from stackconfig.store import COMMIT_FILE
 
 from ..handle import ClusterHandle
 from ..iam import policy_document

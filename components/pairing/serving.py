@@ -7,12 +7,21 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
+from modelstore.layout import shell_assignments
 from stackconfig import StackSpec
 
 from ..handle import ClusterHandle
 from .vllm_variant import VllmVariant, VllmVariantArgs
 
 SERVE_SCRIPT = Path(__file__).parent / "scripts" / "serve.sh"
+STORE_LAYOUT_SCRIPT = "store-layout.sh"
+"""Beside serve.sh, which sources it by this name."""
+
+
+def script_files() -> dict[str, str]:
+    """The ConfigMap mounted as the servers' script directory: serve.sh, and the store's names it
+    sources (modelstore/layout.py), so the script declares none of them itself."""
+    return {SERVE_SCRIPT.name: SERVE_SCRIPT.read_text(), STORE_LAYOUT_SCRIPT: shell_assignments()}
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,7 @@ class Serving(pulumi.ComponentResource):
         script = k8s.core.v1.ConfigMap(
             f"{name}-script",
             metadata={"name": "vllm-serve", "namespace": args.namespace},
-            data={"serve.sh": SERVE_SCRIPT.read_text()},
+            data=script_files(),
             opts=args.cluster.k8s_options(self),
         )
         self.endpoints = {}

@@ -1,5 +1,6 @@
 """What the cluster is built from: the pinned node AMI, the EKS add-on builds (pinned, or EKS's
-default) and the Kubernetes version's support window, in the stack's region."""
+default), the Kubernetes version's support window and the version a deployed control plane runs,
+in the stack's region."""
 from __future__ import annotations
 
 import datetime
@@ -9,11 +10,11 @@ from typing import Any
 from stackconfig import PlatformSpec, StackSpec
 from stackconfig.catalog import APPROXIMATE_HOURLY_USD
 from stackconfig.parse import OPEN_TO_ALL
-from stackconfig.versions import EKS_SUPPORT, addon_requirement, stack_addons
+from stackconfig.versions import EKS_ADDONS, EKS_SUPPORT, addon_requirement, stack_addons
 
 from .result import Result
 
-AMI, ADDONS, KUBERNETES, ENDPOINT = "AMI", "EKS add-ons", "Kubernetes", "API endpoint"
+AMI, ADDONS, KUBERNETES, CONTROL_PLANE, ENDPOINT = "AMI", "EKS add-ons", "Kubernetes", "control plane", "API endpoint"
 # Standard support ending within this many days is worth a warning before a multi-hour run.
 SUPPORT_WARNING_DAYS = 30
 
@@ -135,6 +136,39 @@ def check_kubernetes_support(spec: StackSpec | PlatformSpec, today: datetime.dat
                                           f"({support.source})", "finish before then or raise cluster.kubernetesVersion")
     return Result("PASS", KUBERNETES, f"{k8s} in EKS standard support until {support.standard_until}, supportType "
                                       f"{support_type} ({support.source})")
+
+
+def _minor(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def check_control_plane(spec: StackSpec | PlatformSpec, eks: Any) -> Result:
+    """The version the deployed control plane runs, against the stack file's. Under supportType
+    STANDARD EKS upgrades a control plane by itself when its version leaves standard support (EKS
+    user guide, extended-support-control: "automatically upgrade your cluster to the next version"),
+    so a stack file left on the old minor would have the next `pulumi up` ask EKS to move it back.
+    EKS upgrades one minor at a time (EKS user guide, update-cluster)."""
+    k8s, name = spec.cluster.kubernetes_version, spec.cluster_name
+    try:
+        running = eks.describe_cluster(name=name)["cluster"]["version"]
+    except eks.exceptions.ResourceNotFoundException:
+        return Result("PASS", CONTROL_PLANE, f"{name} is not deployed yet: created at {k8s}")
+    if _minor(running) > _minor(k8s):
+        offered = "" if running in EKS_ADDONS else (f"; this program offers no add-on builds for {running} yet: add its "
+                                                    "column to stackconfig/versions.py first")
+        return Result("FAIL", CONTROL_PLANE, f"{name} runs Kubernetes {running}, newer than cluster.kubernetesVersion "
+                                             f"{k8s} (EKS upgrades a control plane by itself at the end of standard "
+                                             f"support under supportType STANDARD): `pulumi up` would ask EKS to move "
+                                             f"it back to {k8s}",
+                      f'set cluster.kubernetesVersion to "{running}" in the stack file{offered}')
+    if _minor(k8s)[1] - _minor(running)[1] > 1:
+        return Result("FAIL", CONTROL_PLANE, f"{name} runs Kubernetes {running}; cluster.kubernetesVersion {k8s} is more "
+                                             "than one minor ahead, and EKS upgrades a control plane one minor at a time",
+                      "raise cluster.kubernetesVersion one minor per `pulumi up`")
+    if running != k8s:
+        return Result("PASS", CONTROL_PLANE, f"{name} runs Kubernetes {running}: the next `pulumi up` upgrades it from "
+                                             f"{running} to {k8s}")
+    return Result("PASS", CONTROL_PLANE, f"{name} runs Kubernetes {running}, as the stack file says")
 
 
 def check_endpoint(spec: StackSpec | PlatformSpec) -> Result:

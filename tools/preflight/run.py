@@ -90,6 +90,8 @@ def run_checks(spec: StackSpec | PlatformSpec, aws: AwsClients, now: datetime,
     results.append(guarded(platform.ADDONS, "allow eks:DescribeAddonVersions",
                            lambda: platform.check_addons(spec, aws.eks, read_deployed_addons())))
     results.append(platform.check_kubernetes_support(spec, now.date()))
+    results.append(guarded(platform.CONTROL_PLANE, "allow eks:DescribeCluster",
+                           lambda: platform.check_control_plane(spec, aws.eks)))
     results.append(platform.check_endpoint(spec))
     if isinstance(spec, StackSpec):
         results.append(hub.check_hub(spec, read_token))
@@ -121,7 +123,8 @@ def report(spec: StackSpec | PlatformSpec, results: list[Result], as_json: bool)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m tools preflight", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stack", required=True, type=stack_argument)
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     args = parser.parse_args(argv)

@@ -10,10 +10,12 @@
 # $COMPILE_DIR, and the publisher beside the server (modelstore/publish.py) publishes the set once
 # /health answers. COMPILE_DIR is NxDI's NEURON_COMPILED_ARTIFACTS or the vLLM Neuron plugin's
 # VLLM_CACHE_ROOT (stackconfig/server.py).
+# The store's file names and this script's own markers are declared once (modelstore/layout.py) and
+# rendered beside this script as store-layout.sh (components/pairing/serving.py).
 set -euo pipefail
 : "${ARTIFACT_DIR:?}" "${STAGING_DIR:?}" "${COMPILE_DIR:?}" "${VLLM_PORT:?}" "${WEIGHTS_STORE:?}" "${WEIGHTS_DIR:?}"
-LOCAL_COMPLETE=.complete   # in a node-cache directory: a complete copy is there
-LOCAL_RESTORED=.restored   # in COMPILE_DIR: the set came from the store (nothing to publish)
+source "$(dirname "${BASH_SOURCE[0]}")/store-layout.sh"
+: "${FILES_DIR:?}" "${WEIGHTS_MARKER:?}" "${COMMIT_FILE:?}" "${COMPLETE_FILE:?}" "${LOCAL_COMPLETE:?}" "${LOCAL_RESTORED:?}"
 COPY_PARALLEL=${COPY_PARALLEL:-16}
 POLL_SECONDS=${POLL_SECONDS:-30}
 
@@ -43,26 +45,26 @@ wait_for_file() {  # wait_for_file PATH WHAT
 
 restore_weights() {  # restore_weights STORE DIR: the prepared model's files on this node, once
   local store=$1 dir=$2
-  wait_for_file "$store/.complete" "the model's preparation Job"
+  wait_for_file "$store/$WEIGHTS_MARKER" "the model's preparation Job"
   if [ -f "$dir/$LOCAL_COMPLETE" ]; then
     echo "weights already on this node: $dir"
     return 0
   fi
   fresh_dir "$dir"
-  parallel_copy "$store/files" "$dir"
+  parallel_copy "$store/$FILES_DIR" "$dir"
   touch "$dir/$LOCAL_COMPLETE"
 }
 
 committed_set() {  # prints the directory holding the path's committed set, if there is one
-  if [ -f "$ARTIFACT_DIR/complete.json" ]; then
-    echo "$ARTIFACT_DIR/files"
-  elif [ -f "$ARTIFACT_DIR/commit.json" ]; then
+  if [ -f "$ARTIFACT_DIR/$COMPLETE_FILE" ]; then
+    echo "$ARTIFACT_DIR/$FILES_DIR"
+  elif [ -f "$ARTIFACT_DIR/$COMMIT_FILE" ]; then
     local name
-    name=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["set"])' "$ARTIFACT_DIR/commit.json")
-    if [ -d "$STAGING_DIR/$name/files" ]; then
-      echo "$STAGING_DIR/$name/files"
+    name=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["set"])' "$ARTIFACT_DIR/$COMMIT_FILE")
+    if [ -d "$STAGING_DIR/$name/$FILES_DIR" ]; then
+      echo "$STAGING_DIR/$name/$FILES_DIR"
     else
-      echo "commit.json names set $name, which is gone from $STAGING_DIR (README, troubleshooting)" >&2
+      echo "$COMMIT_FILE names set $name, which is gone from $STAGING_DIR (README, troubleshooting)" >&2
     fi
   fi
 }
