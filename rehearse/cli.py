@@ -123,16 +123,17 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
 
 
 def plan(stack: str, out: Path) -> Path:
-    """The offline plan (offline/plan.py), its summary kept beside the rehearsal's results."""
+    """The offline plan (offline/plan.py) into the rehearsal's own folder (a `make plan` or another
+    rehearsal planning the same stack at the same time writes elsewhere), its summary beside it."""
     from offline.plan import main as plan_main
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-        code = plan_main(["--stack", stack])
+        code = plan_main(["--stack", stack, "--out", str(out / "plan")])
     (out / "plan.txt").write_text(buffer.getvalue())
     if code != 0:
         raise BadInput(f"the offline plan of {stack} failed ({code}): {buffer.getvalue().strip()[-500:]}")
-    return PROJECT_DIR / "build" / "plan" / stack / "manifests"
+    return out / "plan" / stack / "manifests"
 
 
 def quiet(argv: list[str], **kwargs: Any) -> None:
@@ -246,7 +247,7 @@ class Rehearsal:
         args, spec = self.args, self.spec
         manifests = plan(spec.stack, self.out)
         cluster = read_plan(manifests)
-        self.say(f"planned {spec.stack}: {len(cluster.workloads)} workloads from build/plan/{spec.stack}/manifests")
+        self.say(f"planned {spec.stack}: {len(cluster.workloads)} workloads from {manifests}")
         moto = self.start_moto()
         python = venv.ensure(args.venv, say=self.say)
         models = self.models(python)
