@@ -139,7 +139,7 @@ def run(client: Any, args: argparse.Namespace, sleep: Callable[[float], None] = 
         is_healthy: Callable[[str], bool] = healthy, passes: int | None = None) -> None:
     """Wait for health and a complete compile, publish, retry a failed pass, until a pass has an
     outcome; `passes` bounds the loop for the tests."""
-    done = 0
+    done = waiting = 0
     while passes is None or done < passes:
         done += 1
         if not is_healthy(args.health):
@@ -154,8 +154,9 @@ def run(client: Any, args: argparse.Namespace, sleep: Callable[[float], None] = 
         if outcome != NOT_COMPLETE:
             say(outcome)
             return
-        if done == 1 or done % 20 == 0:  # once, then now and then: the pod's log stays readable
+        if waiting % 20 == 0:  # the first such pass, then now and then: the pod's log stays readable
             say(f"{outcome}; looking again every {args.poll_seconds} s")
+        waiting += 1
         sleep(args.poll_seconds)
 
 

@@ -243,3 +243,16 @@ def test_the_sidecar_as_the_pod_runs_it_publishes_a_compile_marked_complete_afte
             reader.join(timeout=10)
     assert body(s3, f"{ARTIFACT}/files/graphs/model.neff") == b"graph-a"
     assert sum("committed set pod-a at" in line for line in output) == 1, "".join(output)
+
+
+def test_the_sidecar_says_why_it_waits_even_when_health_came_late(s3, tmp_path, capsys):
+    """The first healthy pass that finds the compile incomplete is logged, whatever passes were
+    unhealthy before it (it used to be logged only when the very first pass was healthy)."""
+    directory = compiled(tmp_path, "a", "graph-a")
+    (directory / publish.LOCAL_COMPLETE).unlink()
+    health = iter([False, False, True, True])
+    args = publish.parse_args(["--bucket", BUCKET, "--artifact", ARTIFACT, "--compile-dir", str(directory),
+                               "--health", "http://127.0.0.1:1/health", "--writer", "pod-a", "--poll-seconds", "0"])
+    publish.run(s3, args, sleep=lambda _: None, is_healthy=lambda url: next(health), passes=4)
+    assert capsys.readouterr().out.count(publish.NOT_COMPLETE) == 1
+    assert keys(s3) == set()
