@@ -20,12 +20,13 @@ help: ## list the targets
 
 setup: $(VENV)/.installed ## a virtualenv with every pinned dependency
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-distributed.txt
 	@"$$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make setup needs Python 3.11 or newer (tested with 3.11); found %d.%d: set PYTHON=python3.11" % sys.version_info[:2])'
 	@echo "[1/3] creating $$VENV with $$("$$PYTHON" --version)"
 	@"$$PYTHON" -m venv "$$VENV"
-	@echo "[2/3] installing the pinned packages of requirements-dev.txt (about a minute the first time)"
+	@echo "[2/3] installing the pinned packages of requirements-dev.txt and requirements-distributed.txt (about a minute the first time)"
 	@"$$PY" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	@"$$PY" -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-distributed.txt
 	@touch "$$VENV/.installed"
 	@echo "[3/3] ready: make plan STACK=<s>, make test; the Pulumi CLI is needed only for a real account (README)"
 

@@ -1,5 +1,5 @@
 """distributed/proto: the generated modules are checked in, and are what grpcio-tools (pinned in
-requirements-dev.txt) writes from verifier.proto today, byte for byte."""
+requirements-distributed.txt) writes from verifier.proto today, byte for byte."""
 from __future__ import annotations
 
 import shutil
