@@ -51,6 +51,15 @@ class UnknownSession(VerifyError):
     session was released or evicted."""
 
 
+def reusable_prefix(cached: list[int], context: list[int]) -> int:
+    """How many leading tokens of `context` a draft's cache already holds: the common prefix, but
+    never the whole context, whose last token must be run to give the next token's logits."""
+    shared = 0
+    while shared < min(len(cached), len(context) - 1) and cached[shared] == context[shared]:
+        shared += 1
+    return shared
+
+
 def check_request(desc: Description, cached_length: int, new_tokens: list[int], drafts: list[int],
                   draft_probs: torch.Tensor | None, sampling: Sampling) -> None:
     """What every backend refuses, each naming the field at fault."""

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
 
-from .backend import Description, UnknownSession, Verdict, VerifyError, check_request
+from .backend import Description, UnknownSession, Verdict, VerifyError, check_request, reusable_prefix
 from .sampling import Sampling, accept, distribution, draw, generator
 
 
@@ -137,9 +137,7 @@ class _CpuDraftSession:
 
     def propose(self, context: list[int], gamma: int, sampling: Sampling,
                 generator: torch.Generator) -> tuple[list[int], torch.Tensor | None]:
-        shared = 0
-        while shared < min(len(self.cached), len(context) - 1) and self.cached[shared] == context[shared]:
-            shared += 1
+        shared = reusable_prefix(self.cached, context)
         crop(self.cache, shared)  # roll back what the target rejected
         pending, drafts, rows = context[shared:], [], []
         for _ in range(gamma):

@@ -38,7 +38,7 @@ from types import SimpleNamespace
 import torch
 from transformers import AutoTokenizer
 
-from .backend import Description, UnknownSession, Verdict, VerifyError, check_request
+from .backend import Description, UnknownSession, Verdict, VerifyError, check_request, reusable_prefix
 from .cpu import tokenizer_sha256
 from .sampling import Sampling, accept, distribution, draw, generator
 
@@ -161,9 +161,7 @@ class _NeuronDraftSession:
 
     def propose(self, context: list[int], gamma: int, sampling: Sampling,
                 generator: torch.Generator) -> tuple[list[int], torch.Tensor | None]:
-        shared = 0
-        while shared < min(len(self.cached), len(context) - 1) and self.cached[shared] == context[shared]:
-            shared += 1
+        shared = reusable_prefix(self.cached, context)
         if shared == 0:
             logits = self.model.logits(context, 0)[-1]
         else:

@@ -160,8 +160,9 @@ def check_checkpoints(spec: StackSpec, read_token: Callable[[], Token]) -> Resul
     checkpoint larger than recorded would overflow the disks sized on it (the FP8 405B was once
     sized at 377 GiB for a 454 GiB checkpoint). Only metadata is read, never a file."""
     models = list({(m.model, m.revision): m for m in spec.prepared_models}.values())
-    token = read_token() if any(m.info.gated for m in models) else Token(None, "no gated model")
-    if any(m.info.gated for m in models) and token.value is None:
+    gated = any(m.info.gated for m in models)
+    token = read_token() if gated else Token(None, "no gated model")
+    if gated and token.value is None:
         return Result("WARN", CHECKPOINTS, f"could not verify: {token.source}",
                       "run `pulumi login` (and export PULUMI_CONFIG_PASSPHRASE for a passphrase stack), or set HF_TOKEN")
     client = Hub(hub_endpoint(), token.value)
