@@ -1,12 +1,25 @@
 """Small readers over a Recording, shared by the component tests."""
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 from pathlib import Path
 
 from offline.engine import RecordedResource, Recording
 from stackconfig.source import PROJECT_DIR
+
+
+def parse_python(source: str) -> ast.Module:
+    """ast.parse, once more if CPython 3.11.7 raises "AST constructor recursion depth mismatch": its
+    AST converter kept its recursion depth in state shared by every thread, so a traceback formatted
+    in another thread at the same moment (3.11's tracebacks call ast.parse) trips the check; fixed in
+    3.11.8 (python/cpython gh-106905). A second parse of the same source is unaffected."""
+    try:
+        return ast.parse(source)
+    except SystemError:
+        return ast.parse(source)
+
 
 PROGRAM_PARTS = ("__main__.py", "Pulumi.yaml", "components", "stackconfig", "offline", "benchmark", "modelstore", "stacks")
 

@@ -14,6 +14,7 @@ from distributed import neuron
 from distributed.config import ConfigError, draft_settings, target_settings
 from stackconfig.source import PROJECT_DIR
 from stackconfig.versions import ENGINE_IMAGES
+from tests.helpers import parse_python
 
 CALLS = json.loads((PROJECT_DIR / "distributed/data/nxdi-0.6.10598-calls.json").read_text())
 FIELDS = json.loads((PROJECT_DIR / "stackconfig/data/nxdi-0.6.10598-neuron-config-fields.json").read_text())
@@ -36,7 +37,7 @@ def test_the_tag_is_the_nxdi_the_project_pins():
 
 def test_the_neuron_config_keys_it_passes_exist_at_that_tag():
     passed = set()
-    for node in ast.walk(ast.parse(SOURCE)):
+    for node in ast.walk(parse_python(SOURCE)):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "NeuronConfig":
             passed |= {keyword.arg for keyword in node.keywords}
     assert {"speculation_length", "enable_fused_speculation", "tp_degree"} <= passed

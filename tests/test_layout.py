@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from stackconfig.source import PROJECT_DIR
+from tests.helpers import parse_python
 
 PACKAGES = ("components", "stackconfig", "benchmark", "modelstore", "offline", "tools", "distributed", "rehearse")
 SEAM = {"components", "components.handle", "components.identity", "components.iam", "components.nodeclass"}
@@ -42,7 +43,7 @@ def imports(path: Path) -> set[str]:
     own = module_name(path)
     is_package = path.name == "__init__.py"
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parse_python(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom):

@@ -13,6 +13,7 @@ import pytest
 
 from modelstore import layout
 from stackconfig.source import PROJECT_DIR
+from tests.helpers import parse_python
 
 NAMES = {name: value for name, value in vars(layout).items() if name.isupper() and isinstance(value, str)}
 HOME = PROJECT_DIR / "modelstore" / "layout.py"
@@ -36,7 +37,7 @@ PATTERNS = {value: pattern(value) for value in NAMES.values()}
 
 def python_literals(source: str) -> list[tuple[int, str]]:
     """String constants but docstrings (bare string statements) and JSON keys (x["files"], {"files": ..}, x.get("files"))."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     skipped: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
