@@ -1,6 +1,6 @@
 """What the benchmark pod is: the code and lock it is given, where it mounts them, the script it
 starts with, and what it sends LLMPerf. The Pulumi components (components/pairing/benchmark.py)
-build the Job from these facts; validation (stackconfig/parse.py) checks config against them.
+build the Job from these facts; validation (stackconfig/parse/) checks config against them.
 """
 from __future__ import annotations
 

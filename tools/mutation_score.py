@@ -93,8 +93,8 @@ def parse_equivalents(markdown: str) -> list[Equivalent]:
 
 def source_of(name: str) -> tuple[str, str]:
     """A mutant's source file and function, from its name: `stackconfig.naming.x_slug__mutmut_15`
-    is in stackconfig/naming.py, function slug; `stackconfig.parse.xǁ_Sectionǁ_get__mutmut_3` in
-    stackconfig/parse.py, method _Section._get. (mutmut drops `__init__` from a package's module
+    is in stackconfig/naming.py, function slug; `stackconfig.parse.reader.xǁ_Sectionǁ_get__mutmut_3`
+    in stackconfig/parse/reader.py, method _Section._get. (mutmut drops `__init__` from a package's module
     name: such a mutant is in the package's __init__.py when there is no module file of that name.)"""
     mangled = name.partition("__mutmut_")[0]
     module, _, key = mangled.rpartition(".")
