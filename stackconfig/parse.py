@@ -185,7 +185,7 @@ class _Section:
         return self._get(
             name, default, str, "a Hugging Face model id",
             lambda v: None if v in models else (f"{v!r} is not a known model: declare it under `models` "
-                                                f"(README, 'Models'); known: {', '.join(sorted(models))}"),
+                                                f"(docs/configuration.md, 'Models'); known: {', '.join(sorted(models))}"),
         )
 
 
@@ -542,7 +542,7 @@ def _split_namespaces(project: str, config: Mapping[str, Any], problems: list[tu
     region = config.get(REGION_KEY)
     regions = known_regions()
     if region is None:
-        problems.append((REGION_KEY, f"is required: the region to deploy to (`pulumi config set {REGION_KEY} us-east-2`); README, 'Regions'"))
+        problems.append((REGION_KEY, f"is required: the region to deploy to (`pulumi config set {REGION_KEY} us-east-2`); docs/configuration.md, 'Regions'"))
     elif not isinstance(region, str) or region not in regions:
         problems.append((REGION_KEY, f"{region!r} is not an AWS region with EKS; known: {', '.join(regions)}"))
     return raw, region if isinstance(region, str) else ""
@@ -645,8 +645,8 @@ _IMAGE = re.compile(r"^(?P<repository>[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::\d+)?(?:/
 
 
 def _pinned_image(value: str) -> str | None:
-    """An image reference with a tag other than `latest`, or a digest: the README promises
-    every image is pinned (a moving tag would change what a stack runs without a diff)."""
+    """An image reference with a tag other than `latest`, or a digest: docs/security.md
+    promises every image is pinned (a moving tag would change what a stack runs without a diff)."""
     match = _IMAGE.match(value)
     if not match:
         return f"{value!r} is not an image reference (registry/repository:tag)"
@@ -694,7 +694,7 @@ def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str,
     )
     if "nodeCachePath" in s.raw:
         s.problem("nodeCachePath", "is no longer used: each server's cache is an emptyDir on the node's instance store, "
-                                   "not a host path (README, 'Security'); remove it")
+                                   "not a host path (docs/security.md, 'Pods'); remove it")
     tp = s.integer("tensorParallelSize", None, low=1)
     if tp is not None and devices and lnc and tp != serving.tensor_parallel_size:
         s.problem("tensorParallelSize", f"{tp} does not match devicesPerVariant x (8 / logicalNeuronCores) = {devices} x {8 // lnc} = {serving.tensor_parallel_size}; omit it to derive it")
@@ -973,7 +973,7 @@ def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: Ser
         quantization = s.string("quantization", "none", choices=("none", "fp8"))
         if "weightsPath" in s.raw:
             s.problem("weightsPath", "is no longer needed: the program prepares every model in the store itself, FP8 rescaled "
-                                     "for Neuron included (README, 'Models prepared once'); remove it")
+                                     "for Neuron included (docs/models.md, 'Models prepared once'); remove it")
         if role == "baseline":
             for key, value in zip(SPECULATION_KEYS, (draft, tokens, draft_len, method)):
                 if value is not None:
