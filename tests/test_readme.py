@@ -207,3 +207,42 @@ def test_ci_runs_the_readmes_quickstart():
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.split("#")[0].strip()]
     ci = {line.strip() for line in (PROJECT_DIR / ".ci" / "run").read_text().splitlines()}
     assert commands and [c for c in commands if c not in ci] == []
+
+
+def test_the_stacks_tables_are_the_stack_files():
+    """Every stack is in the README's Stacks section, and each table row says what its stack file
+    derives: engine, devices, TP, sequences, length, nodes and hourly cost for a pairing; engine,
+    mode, repeats and nodes (sequential, and parallel where it differs) for a study."""
+    from offline.stacks import load_stack
+    from stackconfig.source import stack_names
+
+    text = section("README.md", "Stacks")
+    assert {s for s in stack_names() if f"(stacks/Pulumi.{s}.yaml)" not in text} == set()
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines() if line.startswith("| [`")]
+    assert len(rows) >= 7
+    for cells in rows:
+        spec = load_stack(cells[0].split("`")[1]).spec()
+        hourly = f"~{spec.capacity.shape.approx_hourly_usd * spec.node_count + spec.platform.approximate_usd_per_hour:,.1f}"
+        assert cells[2] == " ".join(sorted({v.engine for v in spec.variants})), cells[0]
+        if spec.study is None:
+            devices, tp, seqs, length, nodes, cost = cells[5:]
+            assert devices == " ".join(sorted({str(v.devices) for v in spec.variants})), cells[0]
+            assert tp == " ".join(sorted({str(v.tensor_parallel_size) for v in spec.variants})), cells[0]
+            assert (seqs, length) == (str(spec.serving.max_num_seqs), str(spec.serving.max_model_len)), cells[0]
+        else:
+            mode, repeats, nodes, cost = cells[4:]
+            assert (mode, repeats) == (spec.study.mode, str(spec.study.repeats)), cells[0]
+            other = ("(either mode)" if spec.sequential_node_count == spec.parallel_node_count
+                     else f"(parallel: {spec.parallel_node_count})")
+            assert nodes == f"{spec.node_count} {other}", cells[0]
+        assert nodes.split()[0] == str(spec.node_count) and cost == hourly, cells[0]
+
+
+def test_the_cost_the_readme_quotes_is_the_catalogs():
+    from offline.stacks import load_stack
+
+    platform = load_stack("platform").spec().approximate_usd_per_hour
+    trn2 = load_stack("qwen3-32b-qwen3-1.7b-shared").spec().capacity.shape.approx_hourly_usd
+    stacks, cost = section("README.md", "Stacks"), section("README.md", "Cost")
+    assert f"**${trn2:,.2f}/h**" in cost and f"~${platform:,.2f}/h for a platform" in cost
+    assert f"~${platform:,.2f}/h)" in stacks and f"~${trn2:,.1f}/h for its one node" in stacks
