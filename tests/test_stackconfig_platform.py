@@ -155,7 +155,7 @@ def test_kubernetes_1_34_is_still_allowed_with_its_own_ami_alias(monkeypatch):
 def test_without_a_region_zones_are_checked_against_none_in_particular():
     values = with_edits(SMALL, {"cluster.availabilityZones": ["us-west-2a", "zone"]})
     assert problem_list(values, region=None) == [
-        ("aws:region", "is required: the region to deploy to (`pulumi config set aws:region us-east-2`); README, 'Regions'"),
+        ("aws:region", "is required: the region to deploy to (`pulumi config set aws:region us-east-2`); docs/configuration.md, 'Regions'"),
         ("cluster.availabilityZones[1]", "'zone' is not an availability zone of the region (e.g. us-east-2a)")]
     (region_problem, zone_problem) = problem_list(values, region=12)
     assert region_problem[0] == "aws:region" and zone_problem == (
@@ -254,7 +254,7 @@ def test_a_shared_pairing_runs_in_its_platforms_region():
     assert shared_problems(SHARED, "us-west-2", platform=PLATFORM_STACK) == [
         ("aws:region", "us-west-2 differs from the platform org/sd-trn2/platform's us-east-2; a pairing runs in its platform's region")]
     assert shared_problems(SHARED, None, platform=PLATFORM_STACK) == [
-        ("aws:region", "is required: the region to deploy to (`pulumi config set aws:region us-east-2`); README, 'Regions'")]
+        ("aws:region", "is required: the region to deploy to (`pulumi config set aws:region us-east-2`); docs/configuration.md, 'Regions'")]
 
 
 def test_a_shared_pairing_needs_a_way_to_read_its_platform():

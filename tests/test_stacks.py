@@ -13,7 +13,7 @@ EXPECTED = {
     "llama3.1-8b-llama3.2-1b": ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B", 1, 4, 1, 1024, 5, 1, "nxdi-legacy"),
     # The Neuron EAGLE3 tutorial: TP 8 at LNC 2 is 2 devices.
     "llama3.1-8b-instruct-eagle3": ("meta-llama/Llama-3.1-8B-Instruct", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", 2, 8, 2, 2048, 3, 1, "vllm-neuron"),
-    # The tuning studies (README "Tuning study"): their first SD configuration; the blog's on the
+    # The tuning studies (docs/study.md): their first SD configuration; the blog's on the
     # sample's shape, sequential on one node; the EAGLE3 tutorial's, all eight servers on one node.
     "qwen3-32b-study": ("Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B", 8, 32, 4, 1024, 5, 1, "nxdi-legacy"),
     "llama3.1-8b-eagle3-study": ("meta-llama/Llama-3.1-8B-Instruct", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", 2, 8, 2, 2048, 1, 1, "vllm-neuron"),

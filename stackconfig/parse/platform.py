@@ -137,7 +137,7 @@ def _split_namespaces(project: str, config: Mapping[str, Any], problems: list[tu
     region = config.get(REGION_KEY)
     regions = known_regions()
     if region is None:
-        problems.append((REGION_KEY, f"is required: the region to deploy to (`pulumi config set {REGION_KEY} us-east-2`); README, 'Regions'"))
+        problems.append((REGION_KEY, f"is required: the region to deploy to (`pulumi config set {REGION_KEY} us-east-2`); docs/configuration.md, 'Regions'"))
     elif not isinstance(region, str) or region not in regions:
         problems.append((REGION_KEY, f"{region!r} is not an AWS region with EKS; known: {', '.join(regions)}"))
     return raw, region if isinstance(region, str) else ""

@@ -105,7 +105,7 @@ class _Section:
         return self._get(
             name, default, str, "a Hugging Face model id",
             lambda v: None if v in models else (f"{v!r} is not a known model: declare it under `models` "
-                                                f"(README, 'Models'); known: {', '.join(sorted(models))}"),
+                                                f"(docs/configuration.md, 'Models'); known: {', '.join(sorted(models))}"),
         )
 
 
@@ -119,8 +119,8 @@ _IMAGE = re.compile(r"^(?P<repository>[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::\d+)?(?:/
 
 
 def _pinned_image(value: str) -> str | None:
-    """An image reference with a tag other than `latest`, or a digest: the README promises
-    every image is pinned (a moving tag would change what a stack runs without a diff)."""
+    """An image reference with a tag other than `latest`, or a digest: docs/security.md
+    promises every image is pinned (a moving tag would change what a stack runs without a diff)."""
     match = _IMAGE.match(value)
     if not match:
         return f"{value!r} is not an image reference (registry/repository:tag)"

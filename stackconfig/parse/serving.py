@@ -109,7 +109,7 @@ def _parse_serving(s: _Section, capacity: CapacitySettings, models: Mapping[str,
     )
     if "nodeCachePath" in s.raw:
         s.problem("nodeCachePath", "is no longer used: each server's cache is an emptyDir on the node's instance store, "
-                                   "not a host path (README, 'Security'); remove it")
+                                   "not a host path (docs/security.md, 'Pods'); remove it")
     tp = s.integer("tensorParallelSize", None, low=1)
     if tp is not None and devices and lnc and tp != serving.tensor_parallel_size:
         s.problem("tensorParallelSize", f"{tp} does not match devicesPerVariant x (8 / logicalNeuronCores) = {devices} x {8 // lnc} = {serving.tensor_parallel_size}; omit it to derive it")
@@ -214,7 +214,7 @@ def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: Ser
         quantization = s.string("quantization", "none", choices=("none", "fp8"))
         if "weightsPath" in s.raw:
             s.problem("weightsPath", "is no longer needed: the program prepares every model in the store itself, FP8 rescaled "
-                                     "for Neuron included (README, 'Models prepared once'); remove it")
+                                     "for Neuron included (docs/models.md, 'Models prepared once'); remove it")
         if role == "baseline":
             for key, value in zip(SPECULATION_KEYS, (draft, tokens, draft_len, method)):
                 if value is not None:
