@@ -24,7 +24,7 @@ from benchmark.pod import (
     metric_dimensions,
 )
 from benchmark.podsetup import llmperf_commits
-from benchmark.seeds import SEEDS
+from reporting.seeds import SEEDS
 
 from .catalog import (
     CAPACITY_TYPES,
