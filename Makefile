@@ -61,7 +61,7 @@ $(VENV)/.installed-mutate: $(VENV)/.installed requirements-mutate.txt
 	@"$$PY" -m pip install --quiet --disable-pip-version-check -r requirements-mutate.txt
 	@touch "$$VENV/.installed-mutate"
 
-mutate: $(VENV)/.installed-mutate ## mutation testing of stackconfig/ and benchmark/ (about an hour)
+mutate: $(VENV)/.installed-mutate ## mutation testing of stackconfig/, benchmark/ and reporting/ (about an hour)
 	rm -rf mutants
 	"$$VENV/bin/mutmut" run --max-children "$$MUTATE_JOBS"
 	"$$PY" -m tools.mutation_score

@@ -97,7 +97,7 @@ def test_artifact_paths_are_distinct_and_follow_compile_settings():
             assert variant.artifact_path.startswith("compiled/")
 
 
-# stack -> seed whose benchmark shape it reproduces by default (benchmark/seeds.py). The EAGLE3
+# stack -> seed whose benchmark shape it reproduces by default (reporting/seeds.py). The EAGLE3
 # stacks reproduce no seed: no seed ran an EAGLE3 head, so no published figure is theirs to show.
 SEED_OF_STACK = {"qwen3-32b-qwen3-1.7b": "003", "qwen3-32b-qwen3-0.6b": "001", "llama3.1-405b-llama3.2-1b": "004",
                  "llama3.1-8b-llama3.2-1b": "002", "qwen3-32b-study": "003"}
@@ -110,7 +110,7 @@ def test_stacks_without_a_seed_print_no_seed_figures(stack):
 
 @pytest.mark.parametrize("stack", sorted(SEED_OF_STACK))
 def test_benchmark_defaults_are_the_seeds_values(stack):
-    from benchmark.seeds import SEEDS
+    from reporting.seeds import SEEDS
 
     benchmark = load_stack(stack).spec().benchmark
     seed = SEEDS[SEED_OF_STACK[stack]]

@@ -15,7 +15,7 @@ import random
 import shutil
 from pathlib import Path
 
-from benchmark.report import write_report
+from reporting.report import write_report
 from stackconfig.catalog import INSTANCE_SHAPES
 
 RUN_ID = "20261120T090000Z-synthetic"

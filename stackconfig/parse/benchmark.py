@@ -19,7 +19,7 @@ from benchmark.pod import (
     metric_dimensions,
 )
 from benchmark.podsetup import llmperf_commits
-from benchmark.seeds import SEEDS
+from reporting.seeds import SEEDS
 
 from ..catalog import DASHBOARD_MAX_WIDGETS, DASHBOARD_METRICS_PER_WIDGET, TEST_CASE_PROMPTS_MAX_BYTES
 from ..model import BenchmarkSettings, ServingSettings, StudySettings, Variant
