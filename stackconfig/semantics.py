@@ -15,7 +15,7 @@ Versions read (docs/engines.md says more, and lists what could not be read):
 - The vLLM Neuron fork: the legacy image clones its branch 2.26.1, which could not be read; its newest
   readable release branch, neuron-2.24-vllm-v0.7.2 at 490ab20f (2025-06-20), stands in for the loader
   and runners, its main at dd417b31 (2025-06-24, vLLM 0.9.1, the image's version) for vLLM's flags
-  (docs/engines.md, "The fork's release branch and main", lists where the two differ).
+  (docs/engines.md, "Release branch and main of the fork", lists where the two differ).
 - The vLLM Neuron plugin 0.24.0.1.1.0 (Neuron 2.32.0): its source at that release could not be
   read; the plugin documentation shipped with Neuron 2.32.0 is the authority for it.
 """

@@ -247,7 +247,7 @@ def fork_comparison() -> tuple[list[str], dict[str, list[str]]]:
     """docs/engines.md's comparison of the fork's branches: the table's header cells, and each
     check's cells (release branch, main, what the project does)."""
     rows = [[cell.strip() for cell in line.strip().strip("|").split(" | ")]
-            for line in docs_section("The fork's release branch and main").splitlines() if line.startswith("| ")]
+            for line in docs_section("Release branch and main of the fork").splitlines() if line.startswith("| ")]
     return rows[0], {row[0]: row[1:] for row in rows[1:]}
 
 

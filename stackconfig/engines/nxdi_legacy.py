@@ -84,7 +84,7 @@ FORK_RELEASE = ("neuron-2.24-vllm-v0.7.2", "490ab20f123913937456e9ff8047a88f0b18
 its newest readable release branch (2025-06-20), standing in for branch 2.26.1, which the image
 clones and which is not public. Where this branch and the fork's main differ on Neuron behaviour,
 the 2.26.1 image behaved as this branch does: it served the seeds' Qwen3-1.7B draft (16 attention
-heads) at TP 32, which main refuses (docs/engines.md, "The fork's release branch and main")."""
+heads) at TP 32, which main refuses (docs/engines.md, "Release branch and main of the fork")."""
 
 
 def _fork(path: str, lines: str) -> Source:
