@@ -297,7 +297,7 @@ def write_report(results_dir: Path) -> dict[str, Any]:
 
 
 def report_command(description: str, write: Callable[[Path], Any], argv: list[str] | None) -> int:
-    """`python -m benchmark.<report> DIR`: write the report of the results downloaded into DIR."""
+    """`python -m reporting.<report> DIR`: write the report of the results downloaded into DIR."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results_dir", type=Path)
     args = parser.parse_args(argv)
