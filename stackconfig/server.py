@@ -51,32 +51,35 @@ def local_copy(model: PreparedModel) -> str:
     return f"{NODE_CACHE_MOUNT}/{model.prefix.rstrip('/')}"
 
 
-def sharded_kv_heads(arch: Architecture, tensor_parallel_size: int) -> int:
-    """How many KV heads each layer's k/v weights have in the sharded checkpoint (NxD Inference
-    modules/attention/gqa.py, determine_sharding_strategy, get_shardable_head_counts, and the
-    attention's preshard_hook). The attention heads are zero-padded to a multiple of the TP degree
-    (neuronx_distributed parallel_layers/pad.py get_number_of_extra_heads). Multi-head attention:
-    the KV heads are padded with them. Grouped-query: KV heads that are a multiple of the TP degree
-    stay; else they are replicated to the TP degree where it is a multiple of them
-    (REPLICATE_TO_TP_DEGREE), otherwise replicated to one per attention head and zero-padded with
-    the attention heads (CONVERT_TO_MHA)."""
-    padded_attention_heads = -(-arch.attention_heads // tensor_parallel_size) * tensor_parallel_size
-    if arch.attention_heads == arch.kv_heads:
-        return padded_attention_heads
-    if arch.kv_heads % tensor_parallel_size == 0:
-        return arch.kv_heads
-    return tensor_parallel_size if tensor_parallel_size % arch.kv_heads == 0 else padded_attention_heads
+def sharded_heads(arch: Architecture, tensor_parallel_size: int) -> tuple[int, int]:
+    """How many attention heads and KV heads each layer's projections have in the sharded checkpoint
+    (NxD Inference modules/attention/gqa.py, determine_sharding_strategy, get_shardable_head_counts,
+    and the preshard_hook of GroupQueryAttention_QKV and _O). The attention heads are zero-padded to
+    a multiple of the TP degree (neuronx_distributed parallel_layers/pad.py
+    get_number_of_extra_heads), in q_proj and o_proj. Multi-head attention: the KV heads are padded
+    with them. Grouped-query: KV heads that are a multiple of the TP degree stay; else they are
+    replicated to the TP degree where it is a multiple of them (REPLICATE_TO_TP_DEGREE), otherwise
+    replicated to one per attention head and zero-padded with the attention heads (CONVERT_TO_MHA)."""
+    attention = -(-arch.attention_heads // tensor_parallel_size) * tensor_parallel_size
+    if arch.attention_heads != arch.kv_heads:
+        if arch.kv_heads % tensor_parallel_size == 0:
+            return attention, arch.kv_heads
+        if tensor_parallel_size % arch.kv_heads == 0:
+            return attention, tensor_parallel_size
+    return attention, attention
 
 
 def sharded_checkpoint_bytes(model: PreparedModel, tensor_parallel_size: int) -> int:
     """What save_sharded_checkpoint writes for one model: its weights in the dtypes it is served in
-    (FP8 stays FP8), with the k/v weights of its sharded KV heads beyond its own, replicated or
-    zero-padded, in BF16 (a model of unknown architecture: its checkpoint alone)."""
+    (FP8 stays FP8), with the heads the sharding adds, replicated or zero-padded, in BF16: per
+    attention head a q and an o weight, per KV head a k and a v weight, each hidden x head size (a
+    model of unknown architecture: its checkpoint alone)."""
     arch = model.info.architecture
     if arch is None:
         return model.checkpoint_bytes
-    added_heads = sharded_kv_heads(arch, tensor_parallel_size) - arch.kv_heads
-    return model.checkpoint_bytes + arch.layers * arch.kv_parameters // arch.kv_heads * added_heads * BF16_BYTES
+    attention, kv = sharded_heads(arch, tensor_parallel_size)
+    added_heads = attention - arch.attention_heads + kv - arch.kv_heads
+    return model.checkpoint_bytes + arch.layers * 2 * arch.hidden_size * arch.head_size * added_heads * BF16_BYTES
 
 
 def compiled_set_bytes(variant: Variant) -> int:
