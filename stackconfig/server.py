@@ -102,7 +102,7 @@ source publishes their size for these shapes."""
 
 def node_cache_gib(variant: Variant) -> int:
     """The server's cache on the node's NVMe (an emptyDir): its prepared models as the store holds
-    them, its compiled set (sharded weights with replicated KV heads) and room for graphs and
+    them, its compiled set (sharded weights with replicated and padded heads) and room for graphs and
     caches, with a tenth to spare."""
     weights = sum(m.checkpoint_bytes for m in variant.prepared_models)
     total = weights + compiled_set_bytes(variant) + GRAPHS_AND_CACHES_GIB * 2 ** 30
