@@ -100,6 +100,21 @@ def fake_bin(tmp_path, monkeypatch):
     return write
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kubernetes_schemas_read_once():
+    """kubernetes-validate reads the kind's schema and its version's _definitions.json (1.5 MB of
+    JSON) from its package data on every validate() call (kubernetes_validate/utils.py,
+    schema_contents); the files do not change during a run, so each is parsed once per process.
+    That parse was most of test_manifests.py's time. The cached documents are only read:
+    jsonschema and referencing never write into a schema."""
+    import kubernetes_validate.utils
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kubernetes_validate.utils, "schema_contents",
+                      functools.lru_cache(maxsize=None)(kubernetes_validate.utils.schema_contents))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def no_real_hub(monkeypatch):
     """No test reaches the real Hugging Face hub: HF_ENDPOINT names the discard port (connection
