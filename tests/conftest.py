@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import functools
 import logging
+import os
 import pickle
 import sys
 import textwrap
@@ -43,10 +44,10 @@ SHARED_PLANS: list[Path] = []
 
 
 @pytest.fixture(scope="session", autouse=True)
-def shared_plans(tmp_path_factory, worker_id):
+def shared_plans(tmp_path_factory):
     """Every worker's base temporary folder is inside the run's (pytest-xdist's documented way to
     share work between workers); pytest removes it with the run's other folders."""
-    if worker_id != "master":
+    if os.environ.get("PYTEST_XDIST_WORKER"):
         SHARED_PLANS.append(tmp_path_factory.getbasetemp().parent / "plans")
         SHARED_PLANS[0].mkdir(exist_ok=True)
 
