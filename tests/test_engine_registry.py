@@ -64,7 +64,7 @@ def test_a_stack_whose_engine_is_taken_out_of_the_registry_is_refused_at_plan(mo
 def test_taking_one_engine_out_leaves_the_other_ones_stacks_valid(monkeypatch):
     monkeypatch.delitem(ENGINES, "vllm-neuron")
     assert {v.engine for v in parse(SMALL).variants} == {"nxdi-legacy"}
-    assert ("serving.engine", "'vllm-neuron' is not one of nxdi-legacy") in problem_list(PLUGIN)
+    assert ("serving.engine", "'vllm-neuron' is not one of distributed, nxdi-legacy") in problem_list(PLUGIN)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,10 +127,10 @@ def test_a_third_engine_refuses_by_its_own_rules(dummy):
     (key, message), = problem_list(edited(base, "serving.neuronConfig", {"dummy_knob": 6}))
     assert key == "serving.neuronConfig.dummy_knob" and "ValueError: dummy_knob above 5" in message and DUMMY_SOURCE.repository in message
     (key, message), = problem_list(edited(SMALL, "serving.engine", dummy))
-    assert key == "variants[1].draft" and "'draft_model' on nxdi-legacy only, not on dummy-engine" in message
+    assert key == "variants[1].draft" and "'draft_model' on distributed or nxdi-legacy only, not on dummy-engine" in message
 
 
 def test_the_registry_is_the_engines_modules():
-    assert set(ENGINES) == {"nxdi-legacy", "vllm-neuron"} and engines.DEFAULT_ENGINE in ENGINES
+    assert set(ENGINES) == {"nxdi-legacy", "vllm-neuron", "distributed"} and engines.DEFAULT_ENGINE in ENGINES
     for name, engine in ENGINES.items():
         assert engine.name == name and engines.neuron_config_fields(name) and engine.program_keys

@@ -55,9 +55,11 @@ def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
             # between unlike decoding (stackconfig/semantics.py).
             "decoding": "greedy" if serves_greedily(v, spec.benchmark.sampling_params) else "sampled",
             # Measured only once its compiled set is committed (benchmark/driver.py not_ready).
-            "commitKey": f"{v.artifact_path}/{COMMIT_FILE}",
+            # The endpoint's server's set: a distributed variant's draft, whose /health answers
+            # only while its target does.
+            "commitKey": f"{v.server_artifact_path(v.endpoint_server)}/{COMMIT_FILE}",
             # What the tuner scales, and how long a first start may take before it counts as failed.
-            "deployment": workload_name(v), "startupBudgetSeconds": v.startup_budget_seconds}
+            "deployment": workload_name(v, v.endpoint_server), "startupBudgetSeconds": v.startup_budget_seconds}
 
 
 def study_config(spec: StackSpec) -> dict | None:
