@@ -229,9 +229,20 @@ class Variant:
 
     @property
     def store_mounts(self) -> tuple[StoreMount, ...]:
-        """The prefixes the server reads: its prepared models, its committed set, its staging sets."""
-        return tuple(StoreMount(p) for p in (*(m.prefix for m in self.prepared_models), f"{self.artifact_path}/",
-                                             staging_prefix(self.artifact_path)))
+        """The prefixes its servers read, once each (server_store_mounts)."""
+        return tuple(dict.fromkeys(m for server in self.servers for m in self.server_store_mounts(server)))
+
+    def server_models(self, server: Server) -> tuple[PreparedModel, ...]:
+        """The models one server loads: a vLLM server all of the variant's; a pod of a variant that
+        runs several one, the draft's (part "draft") or the target's."""
+        if not server.part:
+            return self.prepared_models
+        return (self.prepared_draft if server.part == "draft" and self.prepared_draft else self.prepared_target,)
+
+    def server_store_mounts(self, server: Server) -> tuple[StoreMount, ...]:
+        """The prefixes one server reads: the models it loads, its committed set, its staging sets."""
+        path = self.server_artifact_path(server)
+        return tuple(StoreMount(p) for p in (*(m.prefix for m in self.server_models(server)), f"{path}/", staging_prefix(path)))
 
     @property
     def speculative_config(self) -> dict | None:

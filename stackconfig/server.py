@@ -158,7 +158,7 @@ def server_environment(variant: Variant, server: Server) -> dict[str, str]:
     its own compiled set (Variant.server_artifact_path), and the one model it loads, the draft for
     the draft's pod, the target for the others."""
     path = variant.server_artifact_path(server)
-    model = variant.prepared_draft if server.part == "draft" and variant.prepared_draft else variant.prepared_target
+    (model,) = variant.server_models(server)
     rendered = {name: value for name, value in environment(variant).items() if not name.startswith("DRAFT_WEIGHTS_")}
     return {**rendered,
             "COMPILE_DIR": f"{NODE_CACHE_MOUNT}/{path}",

@@ -64,11 +64,12 @@ def test_the_plan_shows_two_pods_on_their_own_device_groups_behind_a_service_eac
     assert [a for a in server(target)["args"][:2]] == ["-m", "distributed.target_server"]
     assert [a for a in server(draft)["args"][:2]] == ["-m", "distributed.draft_server"]
     assert {"name": "SERVER_PROGRAM", "value": "python3"} in server(target)["env"]
-    # The draft finds its target by its Service, on the gRPC port; the target's Service has only that port.
+    # The draft finds its target by its Service, on the gRPC port.
     args = server(draft)["args"]
     namespace = load_stack(STACK).spec().namespace
     assert args[args.index("--target") + 1] == f"vllm-distributed-target.{namespace}.svc.cluster.local:{TARGET_PORT}"
-    assert svcs["vllm-distributed-target"]["spec"]["ports"] == [{"name": "grpc", "port": TARGET_PORT, "targetPort": TARGET_PORT}]
+    assert svcs["vllm-distributed-target"]["spec"]["ports"] == [{"name": "http", "port": 8000, "targetPort": 8000},
+                                                                {"name": "grpc", "port": TARGET_PORT, "targetPort": TARGET_PORT}]
     assert svcs["vllm-distributed-draft"]["spec"]["ports"][0]["port"] == 8000
     # gamma 4 on a target compiled for 5 positions; one session at a time (batch 1).
     target_args = server(target)["args"]

@@ -114,11 +114,12 @@ class DistributedVariant(pulumi.ComponentResource):
         )
         for server in variant.servers:
             workload, selected = workload_name(variant, server), labels(variant, server)
+            pod_process = process(variant, server, args.namespace_name, code.metadata.name)
             spec = pod_spec(variant, node_labels=args.node_labels, toleration=args.cluster.neuron_toleration,
                             instance_type=args.instance_type, claim_template=args.claim_templates[server.devices],
                             script_config_map=args.script_config_map, code_config_map=args.code_config_map,
                             bucket=args.cluster.model_bucket, region=args.cluster.region,
-                            process=process(variant, server, args.namespace_name, code.metadata.name))
+                            process=pod_process)
             if server.endpoint:
                 spec = {**spec, "affinity": affinity(variant, server)}
             k8s.apps.v1.Deployment(
@@ -131,9 +132,10 @@ class DistributedVariant(pulumi.ComponentResource):
                                    "spec": spec}},
                 opts=args.cluster.k8s_options(self, depends_on=[*args.depends_on, code]),
             )
-            ports = [{"name": "http", "port": VLLM_PORT, "targetPort": VLLM_PORT}] if server.endpoint else \
-                [{"name": GRPC, "port": TARGET_PORT, "targetPort": TARGET_PORT}]
-            # Numeric targetPorts, as vllm_variant.py's Service explains (the network policy controller).
+            # Every server's Service has the server port (the target's: /health only); the target's
+            # also gRPC. Numeric targetPorts, as vllm_variant.py's Service explains (the network
+            # policy controller).
+            ports = [{"name": name, "port": port, "targetPort": port} for name, port in pod_process.ports]
             k8s.core.v1.Service(
                 f"{name}-{server.part}-svc",
                 metadata={"name": workload, "namespace": args.namespace, "labels": selected},

@@ -156,7 +156,7 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
             "volumeMounts": [
                 # The store prefixes this server reads, each read-only at its own path
                 # (components/pairing/model_volume.py).
-                *({"name": m.key, "mountPath": m.mount_path, "readOnly": True} for m in variant.store_mounts),
+                *({"name": m.key, "mountPath": m.mount_path, "readOnly": True} for m in variant.server_store_mounts(process.server)),
                 {"name": "node-cache", "mountPath": NODE_CACHE_MOUNT},
                 {"name": "dshm", "mountPath": "/dev/shm"},
                 {"name": "scripts", "mountPath": SCRIPT_MOUNT, "readOnly": True},
@@ -165,7 +165,7 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
         }],
         "volumes": [
             *({"name": m.key, "persistentVolumeClaim": {"claimName": m.claim_name, "readOnly": True}}
-              for m in variant.store_mounts),
+              for m in variant.server_store_mounts(process.server)),
             # On the RAID0 instance store, which kubelet's ephemeral storage sits on (Karpenter docs,
             # concepts/nodeclasses.md "spec.instanceStorePolicy"): the weights and compiled set,
             # copied once per pod. No host path.
