@@ -214,6 +214,15 @@ def test_a_draft_whose_tokenizer_differs_from_the_targets_is_refused_by_key():
     assert any(k == "variants[1].draft" and "tokenizer" in m for k, m in problems), problems
 
 
+def test_settings_the_neuron_backend_cannot_take_are_refused_by_key():
+    problems = problem_list(edited(edited(PAIRING, "serving.maxNumSeqs", 2), "serving.neuronConfig", {"fused_qkv": True}))
+    mine = [(k, m) for k, m in problems if k.startswith("variants[1]")]
+    assert [k for k, _ in mine] == ["variants[1].engine", "variants[1].engine"]
+    assert "serving.neuronConfig (fused_qkv)" in mine[0][1] and "serving.maxNumSeqs is 2" in mine[1][1]
+    assert problem_list(edited(PAIRING, "variants[1].neuronConfig", {"fused_qkv": True})) == [
+        ("variants[1].neuronConfig.fused_qkv", "distributed compiles with distributed/neuron.py's settings only (docs/distributed.md)")]
+
+
 def test_placement_on_a_vllm_variant_and_a_distributed_baseline_are_refused():
     problems = problem_list(edited(PAIRING, "variants[0].placement", "same-node"))
     assert [k for k, _ in problems] == ["variants[0].placement"] and "distributed engine only" in problems[0][1]

@@ -109,6 +109,12 @@ def check_variant(variant: Variant) -> list[tuple[str, str]]:
     if not variant.is_speculative:
         problems.append(("role", f"a {NAME} variant drafts for a remote target: role sd, compared with a baseline "
                                  f"on {ENGINE.compared_with}"))
+    if variant.serving.neuron_config:
+        problems.append(("engine", f"serving.neuronConfig ({', '.join(sorted(variant.serving.neuron_config))}) would not reach "
+                                   f"this {NAME} variant: distributed/neuron.py compiles with its own settings"))
+    if variant.serving.max_num_seqs != 1:
+        problems.append(("engine", f"serving.maxNumSeqs is {variant.serving.max_num_seqs}; a {NAME} variant serves one request "
+                                   "at a time (its models are compiled for batch 1: distributed/neuron.py), so set it to 1"))
     gamma, length = variant.num_speculative_tokens, speculation_length(variant)
     if gamma and gamma + 1 > length:
         problems.append(("numSpeculativeTokens", f"gamma {gamma} is above the target's compiled speculation length {length} - 1 "
