@@ -46,7 +46,7 @@ def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
     shape = spec.capacity.shape
     # The variant's share of the node's price, by the devices of its servers (a node runs variants side by side).
     hourly = shape.approx_hourly_usd * sum(s.devices for s in v.servers) / shape.neuron_devices if shape.approx_hourly_usd else None
-    return {"name": v.name, "role": v.role, "baseline": v.baseline, "target": v.target, "draft": v.draft,
+    return {"name": v.name, "role": v.role, "engine": v.engine, "baseline": v.baseline, "target": v.target, "draft": v.draft,
             "numSpeculativeTokens": v.num_speculative_tokens, "servedModelName": v.served_model_name,
             "quantization": v.quantization, "devices": v.devices, "endpoint": endpoint,
             # The pod serving the endpoint (a distributed variant's draft: its Neuron telemetry is the draft's device).
