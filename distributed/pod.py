@@ -19,8 +19,6 @@ LOCK = "requirements-pod.lock"
 CODE_MOUNT = "/opt/distributed-code"
 DEPS_MOUNT = "/opt/distributed-deps"
 TMP_MOUNT = "/tmp"
-RUN_AS = 65532
-"""The install container's user: no account in the image, none needed (HOME is /tmp)."""
 
 
 def config_map_key(name: str) -> str:
@@ -51,9 +49,3 @@ def environment() -> dict[str, str]:
     """The servers' and the installer's: the lock's packages first, then the code."""
     return {"PYTHONPATH": f"{DEPS_MOUNT}:{CODE_MOUNT}", "PYTHONUNBUFFERED": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "PIP_NO_CACHE_DIR": "1"}
-
-
-def install_security_context() -> dict:
-    """The Kubernetes "restricted" Pod Security Standard, container level: the installer only writes DEPS_MOUNT and /tmp."""
-    return {"runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}}

@@ -16,6 +16,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from distributed import pod as distributed_pod
+from modelstore.pod import security_context as restricted_security_context
 from stackconfig.engines import Server
 from stackconfig.engines.distributed import TARGET_PORT, draft_arguments, target_arguments
 from stackconfig.model import Variant
@@ -75,7 +76,8 @@ def process(variant: Variant, server: Server, namespace: str, code_config_map: p
         "command": ["bash", "-c", distributed_pod.install_script()],
         "env": [{"name": k, "value": v} for k, v in {**distributed_pod.environment(), "HOME": distributed_pod.TMP_MOUNT}.items()],
         "resources": {"requests": {"cpu": "500m", "memory": "512Mi"}, "limits": {"memory": "512Mi"}},
-        "securityContext": distributed_pod.install_security_context(),
+        # The "restricted" container settings the model store's pods run with: it only writes its volumes.
+        "securityContext": restricted_security_context(),
         "volumeMounts": [{"name": CODE_VOLUME, "mountPath": distributed_pod.CODE_MOUNT, "readOnly": True},
                          {"name": DEPS_VOLUME, "mountPath": distributed_pod.DEPS_MOUNT},
                          {"name": INSTALL_TMP_VOLUME, "mountPath": distributed_pod.TMP_MOUNT}],
