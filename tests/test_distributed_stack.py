@@ -90,6 +90,9 @@ def test_the_pods_install_the_pinned_lock_with_hashes_from_the_code_config_map()
     recording = recorded(STACK)
     spec = deployments(recording)["vllm-distributed-target"]["spec"]["template"]["spec"]
     install = next(c for c in spec["initContainers"] if c["name"] == "install")
+    # Neither the installer nor the server takes the pod's AWS identity; the publisher alone does.
+    template = deployments(recording)["vllm-distributed-target"]["spec"]["template"]
+    assert template["metadata"]["annotations"]["eks.amazonaws.com/skip-containers"] == "vllm,install"
     assert "--require-hashes --no-deps --target /opt/distributed-deps" in install["command"][-1]
     assert install["securityContext"]["runAsNonRoot"] and install["securityContext"]["readOnlyRootFilesystem"]
     code = recording.one("kubernetes:core/v1:ConfigMap", "serving-distributed-code").inputs["data"]

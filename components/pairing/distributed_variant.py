@@ -26,6 +26,7 @@ from ..identity import SKIP_CONTAINERS_ANNOTATION
 from .vllm_variant import SERVER_CONTAINER, ServerProcess, VllmVariantArgs, endpoint, labels, pod_spec, workload_name
 
 GRPC = "grpc"
+INSTALL_CONTAINER = "install"
 CODE_VOLUME, DEPS_VOLUME, INSTALL_TMP_VOLUME = "distributed-code", "distributed-deps", "distributed-tmp"
 
 
@@ -71,7 +72,7 @@ def process(variant: Variant, server: Server, namespace: str, code_config_map: p
         args = target_arguments(variant, model, compiled, VLLM_PORT)
         ports = (("http", VLLM_PORT), (GRPC, TARGET_PORT))
     install = {
-        "name": "install",
+        "name": INSTALL_CONTAINER,
         "image": variant.image,
         "command": ["bash", "-c", distributed_pod.install_script()],
         "env": [{"name": k, "value": v} for k, v in {**distributed_pod.environment(), "HOME": distributed_pod.TMP_MOUNT}.items()],
@@ -130,7 +131,9 @@ class DistributedVariant(pulumi.ComponentResource):
                           "annotations": {"pulumi.com/skipAwait": "true", "pulumi.com/patchForce": "true",
                                           "sd-trn2/artifacts": variant.server_artifact_path(server)}},
                 spec={"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selected},
-                      "template": {"metadata": {"labels": selected, "annotations": {SKIP_CONTAINERS_ANNOTATION: SERVER_CONTAINER}},
+                      # Only the publisher takes the pod's AWS identity: not the server, not the installer.
+                      "template": {"metadata": {"labels": selected,
+                                                "annotations": {SKIP_CONTAINERS_ANNOTATION: f"{SERVER_CONTAINER},{INSTALL_CONTAINER}"}},
                                    "spec": spec}},
                 opts=args.cluster.k8s_options(self, depends_on=[*args.depends_on, code]),
             )
