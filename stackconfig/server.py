@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 
 from .catalog import BF16_BYTES, Architecture
-from .engines import ENGINES, Setting
+from .engines import ENGINES, Server, Setting
 from .model import Variant
 from .store import MODEL_STORE_MOUNT_PATH, NODE_CACHE_MOUNT, PreparedModel, gib, staging_prefix
 
@@ -138,6 +138,8 @@ COMMON_ENVIRONMENT: dict[str, Setting] = {
     "STAGING_DIR": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{staging_prefix(v.artifact_path).rstrip('/')}",
     "HF_HOME": lambda v: f"{NODE_CACHE_MOUNT}/huggingface",
     "VLLM_PORT": lambda v: str(VLLM_PORT),
+    # What serve.sh starts (the engine's program: vllm, or python3 for distributed/'s servers).
+    "SERVER_PROGRAM": lambda v: ENGINES[v.engine].program,
     # The prepared models: serve.sh waits for each one's marker in the store, then copies it here.
     "WEIGHTS_STORE": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{v.prepared_target.prefix.rstrip('/')}",
     "WEIGHTS_DIR": lambda v: model_reference(v),
@@ -158,6 +160,21 @@ def environment(variant: Variant) -> dict[str, str]:
     table = {**COMMON_ENVIRONMENT, **ENGINES[variant.engine].environment}
     rendered = {name: value for name, setting in table.items() if (value := setting(variant)) is not None}
     return {**rendered, **variant.serving.environment}
+
+
+def server_environment(variant: Variant, server: Server) -> dict[str, str]:
+    """environment(variant) for one pod of a variant that runs several (stackconfig/engines/ Server):
+    its own compiled set (Variant.server_artifact_path), and the one model it loads, the draft for
+    the draft's pod, the target for the others."""
+    path = variant.server_artifact_path(server)
+    (model,) = variant.server_models(server)
+    rendered = {name: value for name, value in environment(variant).items() if not name.startswith("DRAFT_WEIGHTS_")}
+    return {**rendered,
+            "COMPILE_DIR": f"{NODE_CACHE_MOUNT}/{path}",
+            "ARTIFACT_DIR": f"{MODEL_STORE_MOUNT_PATH}/{path}",
+            "STAGING_DIR": f"{MODEL_STORE_MOUNT_PATH}/{staging_prefix(path).rstrip('/')}",
+            "WEIGHTS_STORE": f"{MODEL_STORE_MOUNT_PATH}/{model.prefix.rstrip('/')}",
+            "WEIGHTS_DIR": local_copy(model)}
 
 
 def arguments(variant: Variant) -> list[str]:

@@ -276,6 +276,10 @@ ENGINE_IMAGES: dict[str, Pin] = {
                        "ships vllm-neuron 0.29.0.1.2.0, but no image tag for it could be read"),
 }
 """Each serving engine's default image (its module: stackconfig/engines/); a stack may pin another."""
+ENGINE_IMAGES["distributed"] = Pin(ENGINE_IMAGES["nxdi-legacy"].version,
+                                   "the legacy image: NxD Inference 0.6.10598, which distributed/neuron.py is written "
+                                   "against, with torch-neuronx and transformers; its gRPC pins come from "
+                                   "distributed/requirements-pod.lock")
 
 
 # --- The benchmark -------------------------------------------------------------------------------

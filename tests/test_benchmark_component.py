@@ -72,11 +72,13 @@ def test_code_lock_manifest_and_run_config_are_shipped_by_config_map(recording, 
     assert {v["name"]: v["endpoint"] for v in config["variants"]} == endpoints
     deployments = {d.inputs["metadata"]["name"]: d.inputs for d in recording.of_type("kubernetes:apps/v1:Deployment")}
     for variant in config["variants"]:
-        # The selector finds exactly the variant's vLLM pod.
-        assert variant["podSelector"] == deployments[f"vllm-{variant['name']}"]["spec"]["selector"]["matchLabels"]
+        # The selector finds exactly the pod serving the variant's endpoint (a vLLM server, or a
+        # distributed variant's draft), which the tuner scales.
+        assert variant["podSelector"] == deployments[variant["deployment"]]["spec"]["selector"]["matchLabels"]
         # The variant's share of its node's price: trn2.48xlarge at the catalog's approximate
-        # $35.76/h (stackconfig/catalog.py), by devices.
-        assert variant["costPerHourUsd"] == pytest.approx(35.76 * variant["devices"] / 16)
+        # $35.76/h (stackconfig/catalog.py), by the devices of its servers.
+        servers = spec.variant(variant["name"]).servers
+        assert variant["costPerHourUsd"] == pytest.approx(35.76 * sum(s.devices for s in servers) / 16)
         assert variant["targetParamsBillion"] > 0
     sd = next(v for v in config["variants"] if v["role"] == "sd")
     assert sd["baseline"] and sd["draft"] and sd["numSpeculativeTokens"] and 0 < sd["draftParamsBillion"] < sd["targetParamsBillion"]

@@ -43,7 +43,7 @@ COMMANDS = {
     "rehearse": "rehearse.cli",
 }
 
-PROJECT_PACKAGES = frozenset({"tools", "offline", "stackconfig", "components", "benchmark", "modelstore"})
+PROJECT_PACKAGES = frozenset({"tools", "offline", "stackconfig", "components", "benchmark", "modelstore", "distributed"})
 """A missing module of these is the program's own fault; any other is a Python without the venv's packages."""
 
 

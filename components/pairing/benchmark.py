@@ -44,20 +44,24 @@ def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
     those of catalog and declared models alike (a model declared under `models:` is in no catalog)."""
     v = spec.variant(name)
     shape = spec.capacity.shape
-    # The variant's share of the node's price, by devices (a node runs variants side by side).
-    hourly = shape.approx_hourly_usd * v.devices / shape.neuron_devices if shape.approx_hourly_usd else None
-    return {"name": v.name, "role": v.role, "baseline": v.baseline, "target": v.target, "draft": v.draft,
+    # The variant's share of the node's price, by the devices of its servers (a node runs variants side by side).
+    hourly = shape.approx_hourly_usd * sum(s.devices for s in v.servers) / shape.neuron_devices if shape.approx_hourly_usd else None
+    return {"name": v.name, "role": v.role, "engine": v.engine, "baseline": v.baseline, "target": v.target, "draft": v.draft,
             "numSpeculativeTokens": v.num_speculative_tokens, "servedModelName": v.served_model_name,
-            "quantization": v.quantization, "devices": v.devices, "endpoint": endpoint, "podSelector": labels(v),
+            "quantization": v.quantization, "devices": v.devices, "endpoint": endpoint,
+            # The pod serving the endpoint (a distributed variant's draft: its Neuron telemetry is the draft's device).
+            "podSelector": labels(v, v.endpoint_server),
             "costPerHourUsd": hourly, "targetParamsBillion": v.target_info.params_billion,
             "draftParamsBillion": v.draft_info.params_billion if v.draft_info else None,
             # How the server decodes the benchmark's requests, so the report can flag a speedup
             # between unlike decoding (stackconfig/semantics.py).
             "decoding": "greedy" if serves_greedily(v, spec.benchmark.sampling_params) else "sampled",
             # Measured only once its compiled set is committed (benchmark/driver.py not_ready).
-            "commitKey": f"{v.artifact_path}/{COMMIT_FILE}",
+            # The endpoint's server's set: a distributed variant's draft, whose /health answers
+            # only while its target does.
+            "commitKey": f"{v.server_artifact_path(v.endpoint_server)}/{COMMIT_FILE}",
             # What the tuner scales, and how long a first start may take before it counts as failed.
-            "deployment": workload_name(v), "startupBudgetSeconds": v.startup_budget_seconds}
+            "deployment": workload_name(v, v.endpoint_server), "startupBudgetSeconds": v.startup_budget_seconds}
 
 
 def study_config(spec: StackSpec) -> dict | None:
