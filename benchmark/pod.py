@@ -11,7 +11,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 # What the pod runs (standard library + the lock's boto3); report.py, seedcompare.py and seeds.py
 # stay on the operator's side (report.png needs matplotlib).
 POD_MODULES = ("__init__.py", "acceptance.py", "analysis.py", "driver.py", "intervals.py", "lease.py", "podsetup.py", "proxy.py",
-               "publish.py", "results.py", "study.py", "telemetry.py", "tuner.py")
+               "publish.py", "results.py", "study.py", "telemetry.py", "tuner.py",
+               "loadgen/__init__.py", "loadgen/base.py", "loadgen/llmperf.py")
 POD_LOCK = "requirements-pod.lock"
 """Bucket prefix of LLMPerf's tokenizer, downloaded once and restored from there (podsetup.py)."""
 CODE_MOUNT = "/opt/benchmark"
@@ -92,16 +93,21 @@ def manifest_key(commit: str) -> str:
     return f"llmperf-{commit}.manifest"
 
 
+def config_map_key(name: str) -> str:
+    """ConfigMap keys allow no "/" (a key is [-._a-zA-Z0-9]+): loadgen/llmperf.py is loadgen-llmperf.py."""
+    return name.replace("/", "-")
+
+
 def pod_code(llmperf_commit: str) -> dict[str, str]:
     """The files the pod is given (ConfigMap data): its modules, the lock, the LLMPerf manifest."""
-    code = {name: (PACKAGE_DIR / name).read_text() for name in POD_MODULES + (POD_LOCK,)}
+    code = {config_map_key(name): (PACKAGE_DIR / name).read_text() for name in POD_MODULES + (POD_LOCK,)}
     code[manifest_key(llmperf_commit)] = (PACKAGE_DIR / "llmperf" / f"{llmperf_commit}.manifest").read_text()
     return code
 
 
 def code_items(llmperf_commit: str) -> list[dict[str, str]]:
     """Where each ConfigMap key is mounted under CODE_MOUNT."""
-    return [{"key": name, "path": f"benchmark/{name}"} for name in POD_MODULES + (POD_LOCK,)] + [
+    return [{"key": config_map_key(name), "path": f"benchmark/{name}"} for name in POD_MODULES + (POD_LOCK,)] + [
         {"key": manifest_key(llmperf_commit), "path": f"benchmark/llmperf/{llmperf_commit}.manifest"},
         {"key": RUN_CONFIG, "path": RUN_CONFIG}]
 
@@ -123,7 +129,7 @@ def setup_script(llmperf_commit: str, entry: str = "driver") -> str:
         "unset HF_TOKEN_PATH",
         f"export HF_HOME={HF_HOME} HF_HUB_OFFLINE=1",
         f"exec python -m benchmark.{entry} --config {CODE_MOUNT}/{RUN_CONFIG} --results-dir /results"
-        f' --llmperf-dir {LLMPERF_DIR} --namespace "$METRICS_NAMESPACE" --bucket "$RESULTS_BUCKET" --prefix "$RESULTS_PREFIX"',
+        f' --generator-dir {LLMPERF_DIR} --namespace "$METRICS_NAMESPACE" --bucket "$RESULTS_BUCKET" --prefix "$RESULTS_PREFIX"',
     ])
 
 
