@@ -12,7 +12,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 # stay on the operator's side (report.png needs matplotlib).
 POD_MODULES = ("__init__.py", "acceptance.py", "analysis.py", "driver.py", "intervals.py", "lease.py", "podsetup.py", "proxy.py",
                "publish.py", "results.py", "study.py", "telemetry.py", "tuner.py",
-               "loadgen/__init__.py", "loadgen/base.py", "loadgen/llmperf.py")
+               "loadgen/__init__.py", "loadgen/base.py", "loadgen/llmperf.py", "loadgen/inference_perf.py")
 POD_LOCK = "requirements-pod.lock"
 """Bucket prefix of LLMPerf's tokenizer, downloaded once and restored from there (podsetup.py)."""
 CODE_MOUNT = "/opt/benchmark"

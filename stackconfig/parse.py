@@ -61,6 +61,7 @@ from .engines import (
     neuron_config_fields,
     sdk_text,
 )
+from .load import LOAD_KEYS, parse_loads
 from .model import (
     BenchmarkSettings,
     CapacitySettings,
@@ -203,8 +204,8 @@ OPEN_TO_ALL = "0.0.0.0/0"
 MAX_PUBLIC_ACCESS_CIDRS = 40
 """EKS's limit on a cluster's public-endpoint CIDR blocks (Amazon EKS service quotas: "Public
 endpoint access CIDR ranges per cluster")."""
-BENCHMARK_KEYS = {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases",
-                  "image", "llmperfCommit", "metricsNamespace", "metricDimensions", "samplingParams", "seed"}
+BENCHMARK_KEYS = {"inputTokens", "outputTokens", "requestsPerTestCase", "requestTimeoutSeconds", "testCases",
+                  "image", "llmperfCommit", "metricsNamespace", "metricDimensions", "samplingParams", "seed", *LOAD_KEYS}
 CAPACITY_KEYS = {"instanceType", "capacityType", "reservationIds", "amiAlias", "rootVolumeGiB", "replacementHeadroomNodes"}
 _PLATFORM_REFERENCE = re.compile(r"^(?P<org>[A-Za-z0-9_.-]+)/(?P<project>[A-Za-z0-9_.-]+)/(?P<stack>[A-Za-z0-9_.-]+)$")
 
@@ -795,14 +796,13 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings, study_vi
     output_tokens = s.integer("outputTokens", low=2)
     if input_tokens and output_tokens and serving.max_model_len and input_tokens + output_tokens > serving.max_model_len:
         s.problem("outputTokens", f"inputTokens + outputTokens = {input_tokens + output_tokens} exceeds serving.maxModelLen {serving.max_model_len}")
-    concurrency = s.integer("concurrency", 1, low=1)
-    if concurrency and serving.max_num_seqs and concurrency > serving.max_num_seqs:
-        s.problem("concurrency", f"{concurrency} exceeds serving.maxNumSeqs {serving.max_num_seqs}; extra requests would queue and skew latency")
+    load_generator, loads = parse_loads(s, serving.max_num_seqs, study_view)
     namespace = s.string("metricsNamespace", f"LLMPerf/{stack_slug(stack)}", pattern=re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-]{1,255}$"), hint="a CloudWatch namespace: 1 to 255 letters, digits and . _ / # : -, not starting with AWS/")
     return BenchmarkSettings(
         input_tokens=input_tokens or 0,
         output_tokens=output_tokens or 0,
-        concurrency=concurrency or 1,
+        load_generator=load_generator,
+        loads=loads,
         requests_per_test_case=s.integer("requestsPerTestCase", 10, low=1, high=1000),
         request_timeout_s=s.integer("requestTimeoutSeconds", 3600, low=60),
         test_cases=dict(test_cases or {}),

@@ -3,10 +3,10 @@ generator's name (benchmark.loadGenerator). Adding a generator is its module and
 in benchmark/), then one entry here; a name missing from GENERATORS is refused by validation, by key."""
 from __future__ import annotations
 
-from . import llmperf
+from . import inference_perf, llmperf
 from .base import LOAD_KINDS, Case, Invocation, Level, LoadGenerator
 
-GENERATORS: dict[str, LoadGenerator] = {generator.name: generator for generator in (llmperf.GENERATOR,)}
+GENERATORS: dict[str, LoadGenerator] = {generator.name: generator for generator in (llmperf.GENERATOR, inference_perf.GENERATOR)}
 DEFAULT_GENERATOR = llmperf.NAME
 """The generator of a stack that names none, and of a run recorded before runs named theirs."""
 

@@ -80,6 +80,8 @@ def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
         "clusterName": spec.cluster_name,
         "seed": b.seed,
         "llmperfCommit": b.llmperf_commit,
+        "loadGenerator": b.load_generator,
+        "loads": [level.as_dict() for level in b.loads],
         "shape": {"inputTokens": b.input_tokens, "outputTokens": b.output_tokens, "concurrency": b.concurrency,
                   "requestsPerTestCase": b.requests_per_test_case, "requestTimeoutSeconds": b.request_timeout_s,
                   "samplingParams": b.sampling_params},

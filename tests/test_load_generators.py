@@ -1,0 +1,78 @@
+"""benchmark.loadGenerator and the load levels (benchmark.concurrency / benchmark.rate, one or a
+sorted list: a load sweep), and the load generators' registry (benchmark/loadgen/)."""
+from __future__ import annotations
+
+import pytest
+
+from benchmark import loadgen
+from benchmark.loadgen import Level, LoadGenerator
+
+from .stackconfig_helpers import SMALL, edits_id, parse, problem_list, with_edits
+
+STUDY = {"variants": [{"name": "base", "role": "baseline"}], "study": {"drafts": ["Qwen/Qwen3-1.7B"], "windows": [5]}}
+
+
+@pytest.mark.parametrize("edits, generator, loads", [
+    ({}, "llmperf", (Level("concurrency", 1),)),
+    ({"benchmark.concurrency": [1, 2, 4]}, "llmperf", tuple(Level("concurrency", c) for c in (1, 2, 4))),
+    ({"benchmark.loadGenerator": "inference-perf", "benchmark.concurrency": 3}, "inference-perf", (Level("concurrency", 3),)),
+    ({"benchmark.loadGenerator": "inference-perf", "benchmark.rate": [0.5, 2]}, "inference-perf",
+     (Level("rate", 0.5), Level("rate", 2))),
+], ids=edits_id)
+def test_the_generator_and_the_levels_land_in_the_spec(edits, generator, loads):
+    benchmark = parse(with_edits(SMALL, edits)).benchmark
+    assert (benchmark.load_generator, benchmark.loads) == (generator, loads)
+
+
+@pytest.mark.parametrize("edits, problems", [
+    ({"benchmark.loadGenerator": "guidellm"}, [("benchmark.loadGenerator", "'guidellm' is not one of inference-perf, llmperf")]),
+    ({"benchmark.concurrency": []},
+     [("benchmark.concurrency", "is an empty list: give one level, or several in ascending order (e.g. [1, 2, 4, 8])")]),
+    ({"benchmark.concurrency": [4, 2]}, [("benchmark.concurrency", "[4, 2] is not in ascending order without repeats (e.g. [1, 2, 4, 8])")]),
+    ({"benchmark.concurrency": [2, 2]}, [("benchmark.concurrency", "[2, 2] is not in ascending order without repeats (e.g. [1, 2, 4, 8])")]),
+    ({"benchmark.concurrency": [1, 0, 2.5, True]}, [("benchmark.concurrency", "0 is not a positive integer (requests in flight); "
+                                                                               "2.5 is not a positive integer (requests in flight); "
+                                                                               "True is not a positive integer (requests in flight)")]),
+    ({"benchmark.concurrency": [1, 8]}, [("benchmark.concurrency", "8 exceeds serving.maxNumSeqs 4; extra requests would queue and skew latency")]),
+    ({"benchmark.loadGenerator": "inference-perf", "benchmark.rate": [1, -1, "x"]},
+     [("benchmark.rate", "-1 is not a positive number (requests per second); 'x' is not a positive number (requests per second)")]),
+    ({"benchmark.loadGenerator": "inference-perf", "benchmark.concurrency": 2, "benchmark.rate": 1},
+     [("benchmark.rate", "benchmark.concurrency and benchmark.rate are both given: a run holds a concurrency or a request rate, not both")]),
+    ({"benchmark.rate": [1, 2]}, [("benchmark.rate", "LLMPerf cannot hold a rate; loadGenerator inference-perf can")]),
+], ids=edits_id)
+def test_bad_load_settings_name_the_key(edits, problems):
+    assert problem_list(with_edits(SMALL, edits)) == problems
+
+
+def test_a_study_measures_one_load_level():
+    assert problem_list(with_edits({**SMALL, **STUDY}, {"benchmark.concurrency": [1, 2]})) == [
+        ("benchmark.concurrency", "2 levels beside a study: a study measures each configuration against its baseline at one "
+                                  "load level (benchmark/tuner.py); give one")]
+    assert parse(with_edits({**SMALL, **STUDY}, {"benchmark.concurrency": [2]})).benchmark.concurrency == 2
+
+
+def test_a_dummy_generator_registers_without_touching_any_other_module(monkeypatch):
+    """A third generator is its module and one registry entry: validation then accepts its name and
+    the kinds of load it holds, and refuses the others, naming it."""
+    dummy = LoadGenerator(
+        name="dummy", title="Dummy", load_kinds=("rate",), invocation=lambda case: None, prompts=lambda work_dir: None,
+        outcome=lambda stderr: {"dummyError": None}, error_key="dummyError", describe=lambda code, facts: "",
+        own_results=lambda folder: (None, []), output_name="dummy", lock="requirements-dummy.lock", sends_sampling_params=False)
+    monkeypatch.setitem(loadgen.GENERATORS, "dummy", dummy)
+    benchmark = parse(with_edits(SMALL, {"benchmark.loadGenerator": "dummy", "benchmark.rate": [1, 3]})).benchmark
+    assert (benchmark.load_generator, benchmark.loads) == ("dummy", (Level("rate", 1), Level("rate", 3)))
+    assert problem_list(with_edits(SMALL, {"benchmark.loadGenerator": "dummy", "benchmark.concurrency": 2})) == [
+        ("benchmark.concurrency", "Dummy cannot hold a concurrency; loadGenerator inference-perf or llmperf can")]
+
+
+def test_the_benchmark_time_counts_every_level():
+    one = parse(with_edits(SMALL, {"benchmark.concurrency": 2})).benchmark
+    sweep = parse(with_edits(SMALL, {"benchmark.concurrency": [1, 2, 4]})).benchmark
+    rate = parse(with_edits(SMALL, {"benchmark.loadGenerator": "inference-perf", "benchmark.rate": [0.5, 2]})).benchmark
+    decode = 64 * 0.05  # outputTokens x 50 ms
+    assert one.seconds(10, 0.05) == pytest.approx(10 * decode / 2)
+    assert sweep.seconds(10, 0.05) == pytest.approx(10 * decode * (1 + 1 / 2 + 1 / 4))
+    assert rate.seconds(10, 0.05) == pytest.approx(10 / 0.5 + decode + 10 / 2 + decode)
+    assert (one.describe_loads(), sweep.describe_loads(), rate.describe_loads()) == (
+        "2 at a time", "at concurrency 1, 2, 4", "at 0.5, 2 requests/s")
+    assert (one.concurrency, sweep.concurrency, rate.concurrency) == (2, None, None)
