@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from benchmark.loadgen import DEFAULT_GENERATOR, GENERATORS, LOAD_KINDS, Level
 
 LOAD_KEYS = {"loadGenerator", *LOAD_KINDS}
+__all__ = ["GENERATORS", "LOAD_KEYS", "parse_loads"]
 DEFAULT_LOAD = (Level("concurrency", 1),)
 
 

@@ -61,7 +61,7 @@ from .engines import (
     neuron_config_fields,
     sdk_text,
 )
-from .load import LOAD_KEYS, parse_loads
+from .load import GENERATORS, LOAD_KEYS, parse_loads
 from .model import (
     BenchmarkSettings,
     CapacitySettings,
@@ -78,7 +78,7 @@ from .sampling import SAMPLING_PARAMS
 from .semantics import engine_failures
 from .server import LINUX_CAPABILITIES, NEVER_ADDED, RESERVED_ENVIRONMENT, node_cache_gib
 from .store import UNPINNED_REVISION, is_commit
-from .versions import AMI_ALIASES, BENCHMARK_IMAGE, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS, LLMPERF_COMMIT
+from .versions import AMI_ALIASES, DEFAULT_KUBERNETES_VERSION, EKS_ADDONS, LLMPERF_COMMIT
 
 HUGGING_FACE_TOKEN_KEY = "huggingFaceToken"
 
@@ -806,7 +806,7 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings, study_vi
         requests_per_test_case=s.integer("requestsPerTestCase", 10, low=1, high=1000),
         request_timeout_s=s.integer("requestTimeoutSeconds", 3600, low=60),
         test_cases=dict(test_cases or {}),
-        image=s.string("image", BENCHMARK_IMAGE.version, check=_pinned_image),
+        image=s.string("image", GENERATORS[load_generator].image, check=_pinned_image),
         llmperf_commit=s.string("llmperfCommit", LLMPERF_COMMIT.version, choices=llmperf_commits()) or LLMPERF_COMMIT.version,
         metrics_namespace=namespace or "",
         sampling_params=_sampling_params(s, output_tokens),

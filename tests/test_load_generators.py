@@ -2,10 +2,13 @@
 sorted list: a load sweep), and the load generators' registry (benchmark/loadgen/)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from benchmark import loadgen
 from benchmark.loadgen import Level, LoadGenerator
+from benchmark.pod import PACKAGE_DIR
 
 from .stackconfig_helpers import SMALL, edits_id, parse, problem_list, with_edits
 
@@ -57,7 +60,9 @@ def test_a_dummy_generator_registers_without_touching_any_other_module(monkeypat
     dummy = LoadGenerator(
         name="dummy", title="Dummy", load_kinds=("rate",), invocation=lambda case: None, prompts=lambda work_dir: None,
         outcome=lambda stderr: {"dummyError": None}, error_key="dummyError", describe=lambda code, facts: "",
-        own_results=lambda folder: (None, []), output_name="dummy", lock="requirements-dummy.lock", sends_sampling_params=False)
+        own_results=lambda folder: (None, []), output_name="dummy", image="example.com/dummy:1.0",
+        lock="requirements-dummy.lock",
+        setup_flags=lambda commit, deps: [], sends_sampling_params=False)
     monkeypatch.setitem(loadgen.GENERATORS, "dummy", dummy)
     benchmark = parse(with_edits(SMALL, {"benchmark.loadGenerator": "dummy", "benchmark.rate": [1, 3]})).benchmark
     assert (benchmark.load_generator, benchmark.loads) == ("dummy", (Level("rate", 1), Level("rate", 3)))
@@ -76,3 +81,50 @@ def test_the_benchmark_time_counts_every_level():
     assert (one.describe_loads(), sweep.describe_loads(), rate.describe_loads()) == (
         "2 at a time", "at concurrency 1, 2, 4", "at 0.5, 2 requests/s")
     assert (one.concurrency, sweep.concurrency, rate.concurrency) == (2, None, None)
+
+
+def planned(benchmark: dict):
+    """The qwen3-32b-qwen3-1.7b pairing planned offline with `benchmark` over its own benchmark settings."""
+    from offline.stacks import load_stack, run_stack
+    from stackconfig import source
+
+    settings = {**source.FILES.config("qwen3-32b-qwen3-1.7b")["sd-trn2:benchmark"], **benchmark}
+    recording = run_stack(load_stack("qwen3-32b-qwen3-1.7b", {"sd-trn2:benchmark": settings}))
+    data = recording.one("kubernetes:core/v1:ConfigMap", "benchmark-code").inputs["data"]
+    (container,) = recording.one("kubernetes:batch/v1:Job", "benchmark-run").inputs["spec"]["template"]["spec"]["containers"]
+    return json.loads(data["run-config.json"]), data, container
+
+
+def test_a_planned_sweep_shows_its_stages_in_the_run_config():
+    config, data, _ = planned({"concurrency": [1, 2, 4]})
+    assert (config["loadGenerator"], config["loads"]) == ("llmperf", [{"concurrency": 1}, {"concurrency": 2}, {"concurrency": 4}])
+    assert config["shape"]["concurrency"] is None  # no one concurrency: the driver runs each level in turn
+    assert "requirements-pod.lock" in data and "requirements-inference-perf.lock" not in data
+
+
+def test_a_planned_inference_perf_stack_installs_its_own_lock_on_its_own_python():
+    config, data, container = planned({"loadGenerator": "inference-perf", "rate": [0.5, 1, 2], "concurrency": None})
+    assert (config["loadGenerator"], config["loads"]) == ("inference-perf", [{"rate": 0.5}, {"rate": 1}, {"rate": 2}])
+    assert data["requirements-inference-perf.lock"] == (PACKAGE_DIR / "requirements-inference-perf.lock").read_text()
+    assert "requirements-pod.lock" not in data and data["loadgen-inference_perf.py"]
+    assert container["image"] == "public.ecr.aws/docker/library/python:3.12.12-slim-bookworm"
+    script = container["command"][-1]
+    assert "-r benchmark/requirements-inference-perf.lock" in script
+    assert "python -m benchmark.podsetup --link-installed /opt/deps/bin/inference-perf --dest /opt/work/inference-perf " in script
+    assert "--generator-dir /opt/work/inference-perf " in script
+
+
+def test_podsetup_links_an_installed_generator_and_the_tokenizers_snapshot(tmp_path):
+    from benchmark import podsetup
+
+    program = tmp_path / "deps" / "bin" / "inference-perf"
+    program.parent.mkdir(parents=True)
+    program.write_text("#!/bin/sh\n")
+    snapshot = podsetup.repo_cache_dir(tmp_path / "hf", podsetup.LLMPERF_TOKENIZER) / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    podsetup.link_installed(program, tmp_path / "work" / "inference-perf", tmp_path / "hf")
+    assert (tmp_path / "work" / "inference-perf" / "bin" / "inference-perf").resolve() == program
+    assert (tmp_path / "work" / "inference-perf" / "tokenizer").resolve() == snapshot
+    (snapshot.parent / "def456").mkdir()
+    with pytest.raises(podsetup.SetupError, match="2 snapshot"):
+        podsetup.link_installed(program, tmp_path / "again", tmp_path / "hf")

@@ -91,7 +91,13 @@ class LoadGenerator:
     """The generator's own summary and per-request records in a case folder (for reference only)."""
     output_name: str
     """Its stdout and stderr are kept as <output_name>.stdout.txt and .stderr.txt."""
+    image: str
+    """The benchmark pod's default image, pinned (a stack may pin another with benchmark.image): the
+    Python its lock was resolved for."""
     lock: str
     """The hash-locked requirements the pod installs for it (a file in benchmark/)."""
+    setup_flags: Callable[[str, str], list[str]]
+    """What benchmark/podsetup.py is told to install it, given the stack's LLMPerf commit and the
+    folder the lock is installed into (beside --dest, the generator's folder, and the tokenizer's flags)."""
     sends_sampling_params: bool
     """Whether its requests carry the run's sampling parameters; if not, the proxy adds them."""

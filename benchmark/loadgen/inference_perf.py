@@ -47,6 +47,11 @@ SEED = 11111
 """LLMPerf's sampler seed (ray-project/llmperf@f1d6bed:token_benchmark_ray.py), for the same reason."""
 STARTUP_ALLOWANCE_S = 300
 """Loading the tokenizer and starting its worker process, before any request."""
+IMAGE = "public.ecr.aws/docker/library/python:3.12.12-slim-bookworm"
+"""docker-library/official-images library/python 3.12.12-slim-bookworm (public.ecr.aws/docker/library
+mirrors the official images): inference-perf requires Python >= 3.12 (its 0.7.0 wheel's
+Requires-Python), and requirements-inference-perf.lock was resolved for 3.12 on manylinux_2_28
+(bookworm's glibc is 2.36)."""
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*$")
 
 
@@ -131,6 +136,7 @@ def own_results(folder: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any
 GENERATOR = LoadGenerator(
     name=NAME, title="inference-perf", load_kinds=("concurrency", "rate"), invocation=invocation, prompts=prompts,
     outcome=outcome, error_key="generatorError", describe=describe, own_results=own_results,
-    output_name="inference-perf", lock="requirements-inference-perf.lock", sends_sampling_params=False)
+    output_name="inference-perf", image=IMAGE, lock="requirements-inference-perf.lock",
+    setup_flags=lambda commit, deps: ["--link-installed", f"{deps}/{PROGRAM}"], sends_sampling_params=False)
 
 

@@ -23,6 +23,8 @@ _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*$")
 # LLMPerf starts a local Ray instance before it sends anything
 # (ray-project/llmperf@f1d6bed:token_benchmark_ray.py, ray.init under __main__).
 STARTUP_ALLOWANCE_S = 600
+IMAGE = "public.ecr.aws/docker/library/python:3.11.14-slim-bookworm"
+"""Its source: stackconfig/versions.py BENCHMARK_IMAGE."""
 
 
 def llmperf_command(python: str, variant: dict, shape: dict, out_dir: Path) -> list[str]:
@@ -124,4 +126,4 @@ def own_results(folder: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any
 GENERATOR = LoadGenerator(
     name=NAME, title="LLMPerf", load_kinds=("concurrency",), invocation=invocation, prompts=prompts,
     outcome=outcome, error_key="llmperfError", describe=describe, own_results=own_results, output_name="llmperf",
-    lock="requirements-pod.lock", sends_sampling_params=True)
+    image=IMAGE, lock="requirements-pod.lock", setup_flags=lambda commit, deps: ["--commit", commit], sends_sampling_params=True)

@@ -145,7 +145,7 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
                 "containers": [{
                     "name": "llmperf",
                     "image": spec.benchmark.image,
-                    "command": ["bash", "-c", setup_script(commit, "tuner" if spec.study else "driver")],
+                    "command": ["bash", "-c", setup_script(commit, "tuner" if spec.study else "driver", spec.benchmark.load_generator)],
                     "env": [
                         {"name": "METRICS_NAMESPACE", "value": spec.benchmark.metrics_namespace},
                         {"name": "RESULTS_BUCKET", "value": bucket},
@@ -162,7 +162,7 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
                                     + [{"name": writable_volume(path), "mountPath": path} for path in WRITABLE_VOLUMES]
                                     + token.mounts,
                 }],
-                "volumes": [{"name": "code", "configMap": {"name": config_map, "items": code_items(commit)}},
+                "volumes": [{"name": "code", "configMap": {"name": config_map, "items": code_items(commit, spec.benchmark.load_generator)}},
                             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}, KUBERNETES_API_VOLUME]
                            + [{"name": writable_volume(path), "emptyDir": {"sizeLimit": size}} for path, size in WRITABLE_VOLUMES.items()]
                            + token.volumes,
@@ -207,7 +207,7 @@ class Benchmark(pulumi.ComponentResource):
         spec, cluster = args.spec, args.cluster
         prefix = spec.results_prefix
         config = run_config(spec, args.endpoints)
-        code = pod_code(spec.benchmark.llmperf_commit)
+        code = pod_code(spec.benchmark.llmperf_commit, spec.benchmark.load_generator)
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-code",
             metadata={"name": "llmperf-benchmark", "namespace": args.namespace},
