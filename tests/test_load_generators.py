@@ -128,3 +128,37 @@ def test_podsetup_links_an_installed_generator_and_the_tokenizers_snapshot(tmp_p
     (snapshot.parent / "def456").mkdir()
     with pytest.raises(podsetup.SetupError, match="2 snapshot"):
         podsetup.link_installed(program, tmp_path / "again", tmp_path / "hf")
+
+
+def sweep_results(tmp_path):
+    """A sweep of two concurrency levels as the driver writes it: a folder per level, run.json listing them."""
+    from .results_files import record, write_case, write_run
+
+    write_run(tmp_path, "r1", {"counting": "c"})
+    run = json.loads((tmp_path / "r1" / "run.json").read_text())
+    run.update(loadGenerator="inference-perf", loads=[{"concurrency": 1}, {"concurrency": 4}])
+    (tmp_path / "r1" / "run.json").write_text(json.dumps(run))
+    # TPOT = (e2e - ttft) / (tokens - 1): base 20 and 30 ms, sd 10 and 20 ms; TTFT 50 and 80 ms.
+    for level, ttft, base_tpot, sd_tpot in ((1, 0.05, 0.02, 0.01), (4, 0.08, 0.03, 0.02)):
+        for variant, tpot in (("base", base_tpot), ("sd", sd_tpot)):
+            write_case(tmp_path, "r1", variant, f"counting/concurrency-{level}",
+                       [record(ttft, ttft + tpot * 99, 100, start=1_795_000_000.0 + i) for i in range(2)])
+    return tmp_path
+
+
+def test_the_report_of_a_sweep_compares_each_level_and_plots_figures_against_load(tmp_path, capsys):
+    from benchmark import report
+
+    results = sweep_results(tmp_path)
+    built = report.write_report(results)
+    run = built["runs"]["r1"]
+    assert run["sweep"] == {"kind": "concurrency", "levels": [1, 4],
+                            "cases": {"counting": ["counting/concurrency-1", "counting/concurrency-4"]}}
+    series = report.sweep_series(run)["counting"]
+    assert {v: [round(x, 6) for x in values] for v, values in series["tpot_s"].items()} == {"base": [0.02, 0.03], "sd": [0.01, 0.02]}
+    assert {v: [round(x, 6) for x in values] for v, values in series["ttft_s"].items()} == {"base": [0.05, 0.08], "sd": [0.05, 0.08]}
+    assert {v: [round(x, 6) for x in values] for v, values in series["speedup_tpot"].items()} == {"sd": [2.0, 1.5]}
+    assert set(series["overall_output_throughput"]) == {"base", "sd"}
+    assert (results / "report-sweep.png").read_bytes().startswith(b"\x89PNG")
+    text = (results / "report.md").read_text()
+    assert "Load sweep by inference-perf: concurrency 1, 4;" in text and "### counting/concurrency-4" in text
