@@ -55,6 +55,8 @@ class Sent:
     steps: list[int] = field(default_factory=list)
     """Tokens per content chunk; after the first, one chunk per target step."""
     text: str = ""
+    request: dict = field(default_factory=dict)
+    """The request body as it arrived."""
 
     @property
     def time_per_output_token_s(self) -> float:
@@ -162,6 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def answer(self, request: dict) -> None:
         sent = self.fake.arrive()
+        sent.request = request
         if sent.status != 200:
             error = json.dumps({"object": "error", "message": "injected failure", "type": "InternalServerError",
                                 "param": None, "code": 500}).encode()
@@ -187,10 +190,13 @@ class _Handler(BaseHTTPRequestHandler):
                                              "finish_reason": None}]})
         time.sleep(self.fake.prefill_s)
         sizes = sent.steps = self.fake.step_sizes(len(pieces))
-        position = 0
+        position, decode_start = 0, time.monotonic()
         for index, size in enumerate(sizes):
             if index:
-                time.sleep(self.fake.step_s)
+                # Steps on a schedule from the first (a late wake-up is not carried into every later
+                # step), so a loaded machine moves the pace as little as it can: the two load
+                # generators, measured minutes apart, meet the same server.
+                time.sleep(max(0.0, decode_start + index * self.fake.step_s - time.monotonic()))
             text = "".join(pieces[position:position + size])
             position += size
             last = index == len(sizes) - 1
