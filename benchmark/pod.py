@@ -1,6 +1,6 @@
 """What the benchmark pod is: the code and lock it is given, where it mounts them, the script it
 starts with, and what it sends LLMPerf. The Pulumi components (components/pairing/benchmark.py)
-build the Job from these facts; validation (stackconfig/parse.py) checks config against them.
+build the Job from these facts; validation (stackconfig/parse/) checks config against them.
 """
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from typing import Iterable, Mapping
 from .loadgen import DEFAULT_GENERATOR, GENERATORS
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-# What the pod runs (standard library + the lock's boto3); report.py, seedcompare.py and seeds.py
-# stay on the operator's side (report.png needs matplotlib).
-POD_MODULES = ("__init__.py", "acceptance.py", "analysis.py", "driver.py", "intervals.py", "lease.py", "podsetup.py", "proxy.py",
-               "publish.py", "results.py", "study.py", "telemetry.py", "tuner.py",
-               "loadgen/__init__.py", "loadgen/base.py", "loadgen/llmperf.py", "loadgen/inference_perf.py")
+POD_MODULES = tuple(sorted(path.relative_to(PACKAGE_DIR).as_posix() for path in PACKAGE_DIR.rglob("*.py")))
+"""What the pod is given: every module of benchmark/ and its load generators (benchmark/loadgen/)
+(standard library + the lock's packages). The operator's side is reporting/, which imports
+benchmark/ and never the other way round (tests/test_benchmark_component.py)."""
 POD_LOCK = "requirements-pod.lock"
 CODE_MOUNT = "/opt/benchmark"
 DEPS_MOUNT = "/opt/deps"

@@ -9,6 +9,8 @@ Layout: DIR/<run-id>/run.json and, per case, DIR/<run-id>/<variant>/<test-case>/
   absent when it crashed; inference-perf's reports) and its stdout/stderr (llmperf.stdout.txt, ...).
 A run of several load levels (a sweep) has one more folder per level under each test case:
 DIR/<run-id>/<variant>/<test-case>/<level>/ (e.g. concurrency-4), and its run.json lists the levels.
+A tuning study (benchmark/tuner.py) writes DIR/<study-id>/study.json, and each repeat's cases as a
+run of its own, under DIR/<study-id>/repeat-<r>/ (study_run_id).
 
 Figures come from the proxy's records: TTFT and end-to-end time measured in the pod, output and
 input tokens as the server counted them (vLLM's usage chunk). Time per output token (TPOT) is
@@ -31,6 +33,7 @@ RUN_FILE = "run.json"
 CASE_FILE = "case.json"
 SPECDECODE_FILE = "specdecode.json"
 TELEMETRY_FILE = "telemetry.json"
+STUDY_FILE = "study.json"
 
 
 def streams(folder: Path, output_name: str) -> tuple[Path, Path]:
@@ -141,6 +144,11 @@ def case_dir(results_dir: Path, run_id: str, variant: str, test_case: str, level
     """A case's folder; `level` is a sweep's level folder (Level.slug), None for a run of one level."""
     folder = results_dir / run_id / variant / test_case
     return folder / level if level else folder
+
+
+def study_run_id(study_id: str, repeat: int, beside: str | None = None) -> str:
+    """Where a study's repeat's cases are; `beside`: the baseline measured in that configuration's block."""
+    return f"{study_id}/repeat-{repeat}" + (f"/beside-{beside}" if beside else "")
 
 
 def load_case(results_dir: Path, run_id: str, variant: str, test_case: str, level: str | None = None) -> CaseResult:

@@ -147,7 +147,7 @@ def sweep_results(tmp_path):
 
 
 def test_the_report_of_a_sweep_compares_each_level_and_plots_figures_against_load(tmp_path, capsys):
-    from benchmark import report
+    from reporting import report
 
     results = sweep_results(tmp_path)
     built = report.write_report(results)

@@ -3,7 +3,7 @@ tests/data/report-fixture/expected (written before the load generators moved beh
 import shutil
 from pathlib import Path
 
-from benchmark import report
+from reporting import report
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "report-fixture"
 FILES = ("report.md", "report.json", "report.csv", "report.png")
