@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import acceptance
-from .loadgen import Level
+from .loadgen import Level, generator
 from .results import CaseResult, RequestResult, list_runs, load_case, load_run, percentile
 
 QUANTILES = ("p50", "p90", "p99")
@@ -85,7 +85,7 @@ def acceptance_figures(case: CaseResult, k: int | None, ok: list[RequestResult])
 def llmperf_figures(case: CaseResult) -> dict[str, Any]:
     summary = case.llmperf_summary or {}
     return {
-        "exit_code": case.case.get("exitCode"), "error": case.case.get("llmperfError"),
+        "exit_code": case.case.get("exitCode"), "error": case.case.get(generator(case.case.get("generator")).error_key),
         "thread_deaths": case.case.get("threadDeaths", 0),
         "completed": summary.get("results_num_completed_requests"),
         "itl_p50_s": summary.get("results_inter_token_latency_s_quantiles_p50"),

@@ -95,11 +95,19 @@ def planned(benchmark: dict):
     return json.loads(data["run-config.json"]), data, container
 
 
-def test_a_planned_sweep_shows_its_stages_in_the_run_config():
+def test_a_planned_sweep_shows_its_stages_in_the_run_config_and_the_plans_timeline():
+    from offline.stacks import load_stack
+    from stackconfig import source
+    from stackconfig.timeline import cold_path
+
     config, data, _ = planned({"concurrency": [1, 2, 4]})
     assert (config["loadGenerator"], config["loads"]) == ("llmperf", [{"concurrency": 1}, {"concurrency": 2}, {"concurrency": 4}])
     assert config["shape"]["concurrency"] is None  # no one concurrency: the driver runs each level in turn
     assert "requirements-pod.lock" in data and "requirements-inference-perf.lock" not in data
+    settings = {**source.FILES.config("qwen3-32b-qwen3-1.7b")["sd-trn2:benchmark"], "concurrency": [1, 2, 4]}
+    step = next(s for s in cold_path(load_stack("qwen3-32b-qwen3-1.7b", {"sd-trn2:benchmark": settings}).spec())
+                if s.name == "benchmark")
+    assert step.assumes.endswith("at concurrency 1, 2, 4")  # what `make plan` prints beside the benchmark's minutes
 
 
 def test_a_planned_inference_perf_stack_installs_its_own_lock_on_its_own_python():
