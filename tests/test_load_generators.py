@@ -170,3 +170,33 @@ def test_the_report_of_a_sweep_compares_each_level_and_plots_figures_against_loa
     assert (results / "report-sweep.png").read_bytes().startswith(b"\x89PNG")
     text = (results / "report.md").read_text()
     assert "Load sweep by inference-perf: concurrency 1, 4;" in text and "### counting/concurrency-4" in text
+
+
+def test_a_sweep_runs_every_level_of_every_test_case_variant_by_variant_each_in_a_folder_of_its_own(tmp_path, llmperf):
+    """LLMPerf (a runner standing in for it) at each level, the levels' cases apart in the results
+    and in CloudWatch, and the run says its levels."""
+    from benchmark import driver
+
+    from .test_benchmark_driver import SHAPE, config
+
+    calls, published = [], []
+
+    def runner(invocation, stdout_file, stderr_file):
+        argv = invocation.argv
+        calls.append((argv[argv.index("--num-concurrent-requests") + 1], stderr_file.parent.relative_to(tmp_path).as_posix()))
+        return 0
+
+    sweep = {**config(shape={**SHAPE, "concurrency": None, "requestsPerTestCase": 0}),
+             "loads": [{"concurrency": 1}, {"concurrency": 8}], "testCases": {"counting": "x"}}
+    hooks = driver.Hooks(healthy=lambda url: True, scrape=lambda endpoint: "", runner=runner, sleep=lambda s: None,
+                         publish=published.extend)
+    run = driver.run_benchmark(sweep, tmp_path, "run-1", llmperf, hooks)
+    assert calls == [("1", "run-1/base/counting/concurrency-1"), ("1", "run-1/sd/counting/concurrency-1"),
+                     ("8", "run-1/base/counting/concurrency-8"), ("8", "run-1/sd/counting/concurrency-8")]
+    assert run["status"] == "complete" and run["loads"] == sweep["loads"] and run["progress"]["total"] == 4
+    assert [(c["variant"], c["load"]) for c in run["cases"]] == [
+        ("base", {"concurrency": 1}), ("sd", {"concurrency": 1}), ("base", {"concurrency": 8}), ("sd", {"concurrency": 8})]
+    case = json.loads((tmp_path / "run-1" / "sd" / "counting" / "concurrency-8" / "case.json").read_text())
+    assert (case["load"], case["concurrency"], case["generator"]) == ({"concurrency": 8}, 8, "llmperf")
+    test_case_values = {d["Dimensions"][1]["Value"] for d in published}
+    assert test_case_values == {"counting_numbers_from_1_/concurrency-1", "counting_numbers_from_1_/concurrency-8"}
