@@ -28,7 +28,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .analysis import acceptance_figures
+from .acceptance import acceptance_figures
 from .results import CaseResult, RequestResult, list_runs, load_case, load_run
 
 # CloudWatch PutMetricData limits (docs/facts.md, "CloudWatch").

@@ -2,7 +2,7 @@
 
     python -m reporting.report DIR
 
-The figures and their sources are benchmark/analysis.py's; this module lays them out. Each run
+The figures and their sources are reporting/analysis.py's; this module lays them out. Each run
 opens with a summary across its test cases; every table says where its numbers come from; a short
 or failed case is flagged, never averaged away; the stack's seed's published figures are printed
 beside the measured ones (reporting/seedcompare.py). report.csv holds every figure, one row per
@@ -19,9 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmark import analysis
-
-from . import seedcompare
+from . import analysis, seedcompare
 
 GiB = 1024 ** 3
 SOURCES = (
@@ -358,7 +356,7 @@ def write_report(results_dir: Path) -> dict[str, Any]:
 
 
 def report_command(description: str, write: Callable[[Path], Any], argv: list[str] | None) -> int:
-    """`python -m benchmark.<report> DIR`: write the report of the results downloaded into DIR."""
+    """`python -m reporting.<report> DIR`: write the report of the results downloaded into DIR."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results_dir", type=Path)
     args = parser.parse_args(argv)

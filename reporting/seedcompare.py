@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmark.analysis import statistic, values
 from benchmark.results import CaseResult, load_case
 
+from .analysis import statistic, values
 from .seeds import SEEDS, Published, Seed
 
 # LLMPerf metric -> (what this project measures for it, how).

@@ -12,8 +12,10 @@ tests/test_engine_semantics.py runs every stack through it and shows that each c
 Versions read (docs/engines.md says more, and lists what could not be read):
 - NxD Inference v0.6.10598, the version the legacy image installs (its Dockerfile pins
   0.6.10598+a59fdc00; the tag is the Neuron 2.26.0 release commit).
-- The vLLM Neuron fork: the legacy image clones its branch 2.26.1, which could not be read; its main
-  branch at dd417b31 (2025-06-24, vLLM 0.9.1 with the Neuron 2.23/2.24 changes) stands in for it.
+- The vLLM Neuron fork: the legacy image clones its branch 2.26.1, which could not be read; its newest
+  readable release branch, neuron-2.24-vllm-v0.7.2 at 490ab20f (2025-06-20), stands in for the loader
+  and runners, its main at dd417b31 (2025-06-24, vLLM 0.9.1, the image's version) for vLLM's flags
+  (docs/engines.md, "Release branch and main of the fork", lists where the two differ).
 - The vLLM Neuron plugin 0.24.0.1.1.0 (Neuron 2.32.0): its source at that release could not be
   read; the plugin documentation shipped with Neuron 2.32.0 is the authority for it.
 """

@@ -14,6 +14,7 @@ import pytest
 from offline.engine import Recording
 from offline.stacks import load_stack, run_stack, stack_names
 from stackconfig import ConfigError, PlatformSpec
+from tests.modelstore_helpers import BUCKET
 
 
 def _kind(stack: str) -> str:
@@ -134,13 +135,13 @@ def moto_endpoint(moto_server, aws_credentials, monkeypatch):
 
 @pytest.fixture
 def models_bucket(aws_credentials):
-    """moto's S3 in this process, with one bucket, "models": a client to it."""
+    """moto's S3 in this process, with one bucket, BUCKET (tests/modelstore_helpers.py): a client to it."""
     import boto3
     from moto import mock_aws
 
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-2")
-        client.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+        client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
         yield client
 
 

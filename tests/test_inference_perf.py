@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmark import analysis, driver
+from benchmark import driver
 from benchmark.loadgen import inference_perf
+from reporting import analysis
 
 from .fake_vllm import FakeVllm, Speculation
 from .local_tokenizer import write_tokenizer

@@ -21,9 +21,10 @@ import statistics
 from pathlib import Path
 from typing import Any, Callable
 
-from . import acceptance
-from .loadgen import Level, generator
-from .results import CaseResult, RequestResult, list_runs, load_case, load_run, percentile
+from benchmark import acceptance
+from benchmark.acceptance import acceptance_figures
+from benchmark.loadgen import Level, generator
+from benchmark.results import CaseResult, RequestResult, list_runs, load_case, load_run, percentile
 
 QUANTILES = ("p50", "p90", "p99")
 REQUEST_FIGURES: dict[str, Callable[[RequestResult], float | None]] = {
@@ -63,23 +64,6 @@ def token_source(ok: list[RequestResult]) -> str:
     if counted == 0:
         return "none: the server sent no usage"
     return f"server usage for {counted} of {len(ok)} requests"
-
-
-def acceptance_figures(case: CaseResult, k: int | None, ok: list[RequestResult]) -> dict[str, Any]:
-    """Tokens per target step (implied, every variant: ~1 for a baseline), the acceptance rate it
-    implies for an SD variant, and the server's counters where it exposes them."""
-    counted = [r for r in ok if r.output_tokens is not None]
-    per_step = acceptance.tokens_per_step([r.output_tokens for r in counted], [r.content_chunks for r in counted])
-    figures: dict[str, Any] = {"tokens_per_step_implied": per_step, "acceptance_rate_implied": None}
-    if k and per_step is not None:
-        figures["acceptance_rate_implied"] = acceptance.implied_acceptance(per_step, k)
-    specdecode = case.specdecode or {}
-    if "before" in specdecode and "after" in specdecode:
-        counters = acceptance.from_counters(acceptance.counter_deltas(specdecode["before"], specdecode["after"]))
-    else:
-        counters = {"acceptance_rate": None, "note": specdecode.get("error", "not scraped")}
-    figures["counters"] = counters
-    return figures
 
 
 def llmperf_figures(case: CaseResult) -> dict[str, Any]:
