@@ -50,10 +50,14 @@ lint: setup ## ruff (ruff.toml)
 	@"$$PY" -m ruff check .
 
 # One worker per core (pytest-xdist); TEST_WORKERS=0 runs the suite in this process.
+# The suite's processes keep the bytecode they compile, in build/pycache (PYTHONPYCACHEPREFIX), even
+# where PYTHONDONTWRITEBYTECODE is set: without it every worker and every `python -m` the tests start
+# compiled torch, transformers and sympy again (installed without bytecode: make setup), about 6 CPU s
+# each, and pytest rewrote every test module again.
 TEST_WORKERS ?= auto
 export TEST_WORKERS
 test: lint ## lint, then the test suite
-	"$$PY" -m pytest -q -n "$$TEST_WORKERS"
+	env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX="$$(pwd)/build/pycache" "$$PY" -m pytest -q -n "$$TEST_WORKERS"
 
 # checkov in a virtualenv of its own (requirements-scan.txt, every package pinned), then the scan of
 # every stack's Kubernetes objects and AWS resources against security/checkov-allowlist.yaml (offline/scan.py).
