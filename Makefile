@@ -6,7 +6,9 @@
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
-export STACK RUN BUCKET PREVIEW JSON SKIP_PREFLIGHT ALLOW_OPEN_ENDPOINT PY PYTHON VENV FAULTS
+INFERENCE_PERF_VENV ?= .venv-inference-perf
+PYTHON312 ?= python3.12
+export STACK RUN BUCKET PREVIEW JSON SKIP_PREFLIGHT ALLOW_OPEN_ENDPOINT PY PYTHON VENV FAULTS INFERENCE_PERF_VENV PYTHON312
 
 .PHONY: help setup test lint scan mutate plan plan-all lock rehearse preflight up destroy sweep benchmark results
 
@@ -18,7 +20,21 @@ help: ## list the targets
 	@echo "Stacks:       $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))"
 	@echo "The CLI behind them: $(PY) -m tools --help"
 
-setup: $(VENV)/.installed ## a virtualenv with every pinned dependency
+setup: $(VENV)/.installed $(INFERENCE_PERF_VENV)/.installed ## a virtualenv with every pinned dependency, and inference-perf's
+
+# inference-perf, the second load generator (benchmark/loadgen/inference_perf.py), needs Python 3.12
+# and pins transformers 5.13: a virtualenv of its own, from the hash-locked lock the benchmark pod
+# installs (benchmark/requirements-inference-perf.lock); the tests run it against local servers.
+$(INFERENCE_PERF_VENV)/.installed: benchmark/requirements-inference-perf.lock
+	@py="$$PYTHON312"; "$$py" --version >/dev/null 2>&1 || { \
+		version=$$(pyenv versions --bare 2>/dev/null | grep -E '^3\.12(\.|$$)' | tail -n 1); \
+		[ -z "$$version" ] || py="$$(pyenv root)/versions/$$version/bin/python3.12"; }; \
+	"$$py" --version >/dev/null 2>&1 || { echo "make setup needs Python 3.12 for inference-perf (none found as $$PYTHON312 or in pyenv): set PYTHON312=<path>" >&2; exit 2; }; \
+	echo "installing inference-perf into $$INFERENCE_PERF_VENV with $$("$$py" --version) (benchmark/requirements-inference-perf.lock, hash-checked, a few minutes the first time)"; \
+	"$$py" -m venv "$$INFERENCE_PERF_VENV"
+	@"$$INFERENCE_PERF_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --require-hashes --no-deps \
+		-r benchmark/requirements-inference-perf.lock
+	@touch "$$INFERENCE_PERF_VENV/.installed"
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-distributed.txt
 	@"$$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make setup needs Python 3.11 or newer (tested with 3.11); found %d.%d: set PYTHON=python3.11" % sys.version_info[:2])'

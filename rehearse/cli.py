@@ -324,7 +324,8 @@ class Rehearsal:
         if workload.name == getattr(self, "benchmark", None):
             work = next(local.volumes[m["name"]] for m in workload.pod["containers"][0]["volumeMounts"]
                         if m["mountPath"] == benchmark_pod.WORK_MOUNT)
-            shutil.copytree(self.llmperf, work / Path(benchmark_pod.LLMPERF_DIR).relative_to(benchmark_pod.WORK_MOUNT),
+            # The rehearsal runs LLMPerf (its stand-in, or a verified copy): an inference-perf stack is not rehearsed.
+            shutil.copytree(self.llmperf, work / Path(benchmark_pod.generator_dir("llmperf")).relative_to(benchmark_pod.WORK_MOUNT),
                             ignore=shutil.ignore_patterns("__pycache__"))
         return local
 

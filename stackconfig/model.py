@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from benchmark.loadgen import DEFAULT_GENERATOR, Level
 from benchmark.pod import metric_dimensions
 
 from .catalog import APPROXIMATE_HOURLY_USD, INSTANCE_SHAPES, InstanceShape, ModelInfo
@@ -308,7 +309,6 @@ class Variant:
 class BenchmarkSettings:
     input_tokens: int
     output_tokens: int
-    concurrency: int
     requests_per_test_case: int
     request_timeout_s: int
     test_cases: dict[str, str | None]
@@ -323,6 +323,32 @@ class BenchmarkSettings:
     """Which seed's published figures the report prints beside the measured ones (reporting/seeds.py)."""
     metric_dimensions: str = "names"
     """The CloudWatch dimension values: "names" or the EKS sample's ("eks-sample"; benchmark/pod.py)."""
+    load_generator: str = DEFAULT_GENERATOR
+    """benchmark.loadGenerator: the registered load generator that drives the run (benchmark/loadgen/)."""
+    loads: tuple[Level, ...] = (Level("concurrency", 1),)
+    """The load levels, ascending (benchmark.concurrency or benchmark.rate; several: a load sweep)."""
+
+    @property
+    def concurrency(self) -> int | None:
+        """The concurrency of a run of one concurrency level; None for a sweep or a request rate."""
+        if len(self.loads) == 1 and self.loads[0].kind == "concurrency":
+            return int(self.loads[0].value)
+        return None
+
+    def seconds(self, requests: int, seconds_per_output_token: float) -> float:
+        """How long `requests` take at every level, one level after another: a concurrency level
+        decodes that many at a time; a rate level sends for requests / rate seconds, and the last
+        request then decodes."""
+        decode = self.output_tokens * seconds_per_output_token
+        return sum(requests * decode / level.value if level.kind == "concurrency" else requests / level.value + decode
+                   for level in self.loads)
+
+    def describe_loads(self) -> str:
+        """"1 at a time", "at concurrency 1, 2, 4, 8", "at 0.5, 1 requests/s"."""
+        kind, values = self.loads[0].kind, ", ".join(f"{level.value:g}" for level in self.loads)
+        if kind == "rate":
+            return f"at {values} requests/s"
+        return f"{values} at a time" if len(self.loads) == 1 else f"at concurrency {values}"
 
 
 @dataclass(frozen=True)

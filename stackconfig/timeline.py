@@ -11,7 +11,7 @@ serve.sh), which is how to replace an assumption with a measurement.
               shapes); the startup probe's budget bounds it (Variant.startup_budget_seconds)
     publish   the publisher uploads the compiled set, then commits (the benchmark waits for it)
     benchmark test cases x requests x variants (x repeats in a study), each request's output tokens
-              at 50 ms per token, `concurrency` at a time
+              at 50 ms per token, at every load level (BenchmarkSettings.seconds)
 
 A study (study_modes) adds up the same terms per configuration for each mode, in the tuner's design
 (benchmark/tuner.py blocks): repeats interleaved across configurations, the baseline measured again
@@ -89,9 +89,9 @@ def cold_path(spec: StackSpec) -> list[Step]:
         Step("compile", None, max(v.startup_budget_seconds for v in spec.variants) / 60,
              "an upper bound, the startup probe's budget (no source publishes compile times for these shapes)"),
         Step("publish", publish_gib, _transfer_minutes(publish_gib, PUBLISHER_UPLOAD), PUBLISHER_UPLOAD.source),
-        Step("benchmark", None, requests * b.output_tokens * SECONDS_PER_OUTPUT_TOKEN / b.concurrency / 60,
+        Step("benchmark", None, b.seconds(requests, SECONDS_PER_OUTPUT_TOKEN) / 60,
              f"{requests} requests x {b.output_tokens} output tokens x {SECONDS_PER_OUTPUT_TOKEN * 1000:.0f} ms, "
-             f"{b.concurrency} at a time"),
+             f"{b.describe_loads()}"),
     ]
 
 
@@ -110,7 +110,7 @@ def _requests(spec: StackSpec) -> int:
 
 def _benchmark_minutes(spec: StackSpec) -> float:
     b = spec.benchmark
-    return _requests(spec) * b.output_tokens * SECONDS_PER_OUTPUT_TOKEN / b.concurrency / 60
+    return b.seconds(_requests(spec), SECONDS_PER_OUTPUT_TOKEN) / 60
 
 
 def _start_minutes(variant: Variant, compiled: bool) -> float:

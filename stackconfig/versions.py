@@ -11,6 +11,8 @@ import datetime
 from dataclasses import dataclass
 from typing import Callable
 
+from benchmark.loadgen import llmperf
+
 
 @dataclass(frozen=True)
 class Pin:
@@ -284,7 +286,7 @@ ENGINE_IMAGES["distributed"] = Pin(ENGINE_IMAGES["nxdi-legacy"].version,
 
 # --- The benchmark -------------------------------------------------------------------------------
 
-BENCHMARK_IMAGE = Pin("public.ecr.aws/docker/library/python:3.11.14-slim-bookworm",
+BENCHMARK_IMAGE = Pin(llmperf.IMAGE,
                       "docker-library/official-images library/python lists 3.11.14-slim-bookworm; public.ecr.aws/"
                       "docker/library mirrors the Docker official images. Python 3.11: the version "
                       "benchmark/requirements-pod.lock was resolved and install-tested for (header of "

@@ -84,6 +84,8 @@ def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
         "clusterName": spec.cluster_name,
         "seed": b.seed,
         "llmperfCommit": b.llmperf_commit,
+        "loadGenerator": b.load_generator,
+        "loads": [level.as_dict() for level in b.loads],
         "shape": {"inputTokens": b.input_tokens, "outputTokens": b.output_tokens, "concurrency": b.concurrency,
                   "requestsPerTestCase": b.requests_per_test_case, "requestTimeoutSeconds": b.request_timeout_s,
                   "samplingParams": b.sampling_params},
@@ -147,7 +149,7 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
                 "containers": [{
                     "name": "llmperf",
                     "image": spec.benchmark.image,
-                    "command": ["bash", "-c", setup_script(commit, "tuner" if spec.study else "driver")],
+                    "command": ["bash", "-c", setup_script(commit, "tuner" if spec.study else "driver", spec.benchmark.load_generator)],
                     "env": [
                         {"name": "METRICS_NAMESPACE", "value": spec.benchmark.metrics_namespace},
                         {"name": "RESULTS_BUCKET", "value": bucket},
@@ -164,7 +166,7 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
                                     + [{"name": writable_volume(path), "mountPath": path} for path in WRITABLE_VOLUMES]
                                     + token.mounts,
                 }],
-                "volumes": [{"name": "code", "configMap": {"name": config_map, "items": code_items(commit)}},
+                "volumes": [{"name": "code", "configMap": {"name": config_map, "items": code_items(commit, spec.benchmark.load_generator)}},
                             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}, KUBERNETES_API_VOLUME]
                            + [{"name": writable_volume(path), "emptyDir": {"sizeLimit": size}} for path, size in WRITABLE_VOLUMES.items()]
                            + token.volumes,
@@ -209,7 +211,7 @@ class Benchmark(pulumi.ComponentResource):
         spec, cluster = args.spec, args.cluster
         prefix = spec.results_prefix
         config = run_config(spec, args.endpoints)
-        code = pod_code(spec.benchmark.llmperf_commit)
+        code = pod_code(spec.benchmark.llmperf_commit, spec.benchmark.load_generator)
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-code",
             metadata={"name": "llmperf-benchmark", "namespace": args.namespace},

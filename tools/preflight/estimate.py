@@ -4,7 +4,7 @@
     start         the slowest variant's startup budget (stackconfig/model.py
                   Variant.startup_budget_seconds: download + compile + load, 3-12 h), an upper bound
     benchmark     test cases x requests x variants, each request output tokens x 50 ms, run
-                  `concurrency` at a time
+                  at every load level (stackconfig/model.py BenchmarkSettings.seconds)
 
 50 ms per output token: stackconfig/timeline.py says why. The result is an estimate and is labelled
 one wherever it is shown.
@@ -37,7 +37,7 @@ class RunEstimate:
 def run_estimate(spec: StackSpec) -> RunEstimate:
     b = spec.benchmark
     requests = len(b.test_cases) * b.requests_per_test_case * len(spec.variants)
-    benchmark_seconds = requests * b.output_tokens * SECONDS_PER_OUTPUT_TOKEN / b.concurrency
+    benchmark_seconds = b.seconds(requests, SECONDS_PER_OUTPUT_TOKEN)
     return RunEstimate(
         provisioning_hours=PROVISIONING_HOURS,
         startup_hours=max(v.startup_budget_seconds for v in spec.variants) / 3600,
