@@ -20,16 +20,17 @@ help: ## list the targets
 	@echo "Stacks:       $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))"
 	@echo "The CLI behind them: $(PY) -m tools --help"
 
-setup: $(VENV)/.installed $(INFERENCE_PERF_VENV)/.installed ## a virtualenv with every pinned dependency, and inference-perf's
+setup: $(VENV)/.installed ## a virtualenv with every pinned dependency
 
 # inference-perf, the second load generator (benchmark/loadgen/inference_perf.py), needs Python 3.12
 # and pins transformers 5.13: a virtualenv of its own, from the hash-locked lock the benchmark pod
-# installs (benchmark/requirements-inference-perf.lock); the tests run it against local servers.
+# installs (benchmark/requirements-inference-perf.lock). Only the tests run it (against local
+# servers), so `make test` builds it, not `make setup`: the program itself never needs it here.
 $(INFERENCE_PERF_VENV)/.installed: benchmark/requirements-inference-perf.lock
 	@py="$$PYTHON312"; "$$py" --version >/dev/null 2>&1 || { \
 		version=$$(pyenv versions --bare 2>/dev/null | grep -E '^3\.12(\.|$$)' | tail -n 1); \
 		[ -z "$$version" ] || py="$$(pyenv root)/versions/$$version/bin/python3.12"; }; \
-	"$$py" --version >/dev/null 2>&1 || { echo "make setup needs Python 3.12 for inference-perf (none found as $$PYTHON312 or in pyenv): set PYTHON312=<path>" >&2; exit 2; }; \
+	"$$py" --version >/dev/null 2>&1 || { echo "make test needs Python 3.12 for inference-perf (none found as $$PYTHON312 or in pyenv): set PYTHON312=<path>" >&2; exit 2; }; \
 	echo "installing inference-perf into $$INFERENCE_PERF_VENV with $$("$$py" --version) (benchmark/requirements-inference-perf.lock, hash-checked, a few minutes the first time)"; \
 	"$$py" -m venv "$$INFERENCE_PERF_VENV"
 	@"$$INFERENCE_PERF_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --require-hashes --no-deps \
@@ -56,7 +57,7 @@ lint: setup ## ruff (ruff.toml)
 # each, and pytest rewrote every test module again.
 TEST_WORKERS ?= auto
 export TEST_WORKERS
-test: lint ## lint, then the test suite
+test: lint $(INFERENCE_PERF_VENV)/.installed ## lint, then the test suite (inference-perf's virtualenv built first)
 	env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX="$$(pwd)/build/pycache" "$$PY" -m pytest -q -n "$$TEST_WORKERS"
 
 # checkov in a virtualenv of its own (requirements-scan.txt, every package pinned), then the scan of

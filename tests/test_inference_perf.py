@@ -1,5 +1,5 @@
 """inference-perf (the installed 0.7.0 of benchmark/requirements-inference-perf.lock, in the
-virtualenv `make setup` makes) driven by the driver through the measuring proxy against the local
+virtualenv `make test` makes) driven by the driver through the measuring proxy against the local
 test servers, beside the LLMPerf stand-in against the same servers: the proxy's TPOT of the two
 agrees within 2 %, and a sweep of two concurrency levels is measured and compared level by level."""
 import os
@@ -30,7 +30,7 @@ def generator_dir(tmp_path):
     """inference-perf as the pod's setup leaves it (benchmark/podsetup.py link_installed): its
     program in bin/, a tokenizer folder beside it."""
     program = VENV / "bin" / "inference-perf"
-    assert program.exists(), f"{program} is missing: `make setup` installs inference-perf there"
+    assert program.exists(), f"{program} is missing: `make test` installs inference-perf there first"
     folder = tmp_path / "inference-perf"
     (folder / "bin").mkdir(parents=True)
     (folder / "bin" / "inference-perf").symlink_to(program)
