@@ -13,10 +13,11 @@ export STACK RUN BUCKET PREVIEW JSON SKIP_PREFLIGHT ALLOW_OPEN_ENDPOINT PY PYTHO
 .PHONY: help setup test lint scan mutate plan plan-all lock rehearse preflight up destroy sweep benchmark results
 
 help: ## list the targets
-	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] | make plan-all | make test | make scan | make mutate"
+	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] | make plan-all | make lint | make test | make scan | make mutate"
 	@echo "              make rehearse STACK=<s> [FAULTS=a,b]"
 	@echo "Real account: make preflight STACK=<s> [JSON=1] | make up STACK=<s> [SKIP_PREFLIGHT=1] [ALLOW_OPEN_ENDPOINT=1] | make benchmark STACK=<s>"
 	@echo "              make results STACK=<s> [RUN=<run id>] [BUCKET=<bucket>] | make sweep STACK=<s> | make destroy STACK=<s>"
+	@echo "              make lock STACK=<s> [REFS=\"<model>=<ref> ...\"]"
 	@echo "Stacks:       $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))"
 	@echo "The CLI behind them: $(PY) -m tools --help"
 
