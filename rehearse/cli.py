@@ -39,10 +39,11 @@ from benchmark.podsetup import SetupError, read_manifest, verify_tree
 from modelstore.layout import FILES_DIR
 from stackconfig import ConfigError, StackSpec
 from stackconfig.source import PROJECT_DIR, load_stack, stack_names
+from stackconfig.store import UNPINNED_REVISION
 
 from . import outcomes, venv
 from .faults import EVICTING_LIMIT, FAULTS, HEALTH_POLL_SLOW_S, STUDY_FAULTS, UPLOAD_HOLD_S, FaultError, parse_faults
-from .hub import LocalHub
+from .hub import LocalHub, Repository
 from .kube import Cluster, Workload, read_plan
 from .kubeapi import KubernetesApi, serving_certificate
 from .kubelet import ControlledWorkloads, Controller, LocalPod, Node, free_port
@@ -313,7 +314,10 @@ class Rehearsal:
         for poller in self.pollers:
             poller.start()
         drafts = {v.draft for v in spec.variants if v.draft}
-        hub = LocalHub({m.model: models / ("draft" if m.model in drafts else "target") for m in spec.prepared_models})
+        # Each stand-in model under the stack's model id, at the commit the stack pins (if it does).
+        hub = LocalHub({m.model: Repository.from_folder(models / ("draft" if m.model in drafts else "target"),
+                                                        None if m.revision == UNPINNED_REVISION else m.revision)
+                        for m in spec.prepared_models})
         self.shaped(cluster)
         api = self.start_kubernetes_api(cluster)
         bin_dir = self.out / "bin"
@@ -444,7 +448,7 @@ class Rehearsal:
             self.kill("tuner-killed", tuner[0], f"while {self.sd.name} has requests running")
         if "two-tuners" in self.faults and self.second_tuner is None and self.kubernetes_history:
             self.second_tuner = Controller(self.controllers[self.benchmark].workload, self.make_pod, self.timeline, serial=100)
-            self.controllers[f"{self.benchmark} (second)"] = self.second_tuner
+            self.controllers[outcomes.SECOND_TUNER.format(job=self.benchmark)] = self.second_tuner
             self.killed.add("two-tuners")
             self.timeline.event("fault", "two-tuners", "a second pod of the study's Job starts while the first holds the servers")
 

@@ -16,6 +16,8 @@ from modelstore.layout import COMMIT_FILE, COMPLETE_FILE, FILES_DIR, MANIFEST_FI
 from .faults import EVICTING_LIMIT, PUBLISHER_POLL_S
 from .kubelet import EMPTYDIR_EVICTION
 
+SECOND_TUNER = "{job} (second)"
+"""The controller of the second tuner's pods (fault two-tuners)."""
 LEASE_WAIT = "waiting for the study running in this namespace to end"
 """What a tuner says while another holds the lease (benchmark/lease.py Lease.acquire)."""
 
@@ -156,9 +158,11 @@ def preparation_killed(rehearsal: Any) -> dict[str, Any]:
                   f"first seen at {first[WEIGHTS_MARKER]} s, the manifest at {first[MANIFEST_FILE]} s")
 
 
-def tuner_logs(rehearsal: Any) -> list[str]:
-    """The benchmark Job's pods' tuner logs, in the order the pods started."""
-    pods = [p for c in rehearsal.controllers.values() if c.workload.name == rehearsal.benchmark for p in c.pods]
+def tuner_logs(rehearsal: Any, second: bool = False) -> list[str]:
+    """The tuner logs of the benchmark Job's pods, in the order they started; `second`: of the
+    second tuner's pods only (fault two-tuners)."""
+    pods = [p for n, c in rehearsal.controllers.items() if c.workload.name == rehearsal.benchmark
+            and (not second or n == SECOND_TUNER.format(job=rehearsal.benchmark)) for p in c.pods]
     return [(rehearsal.out / "pods" / p.name / "logs" / f"{p.containers[0].name}.log").read_text(errors="replace")
             if (rehearsal.out / "pods" / p.name / "logs" / f"{p.containers[0].name}.log").exists() else "" for p in pods]
 
@@ -184,8 +188,8 @@ def tuner_killed(rehearsal: Any) -> dict[str, Any]:
 
 def two_tuners(rehearsal: Any) -> dict[str, Any]:
     """The second tuner waited; no case was measured while its server was scaled down."""
-    logs = tuner_logs(rehearsal)
-    waited = len(logs) > 1 and LEASE_WAIT in logs[1]
+    logs = tuner_logs(rehearsal, second=True)
+    waited = bool(logs) and LEASE_WAIT in logs[0]
     study = latest_run(rehearsal.out / "bucket", rehearsal.spec.results_prefix, STUDY_FILE) or {"cases": []}
     downs = [e for e in rehearsal.timeline.of("scale") if e["replicas"] == 0]
     under = [f"{c['variant']}/{c['testCase']}" for c in study["cases"] for e in downs
@@ -193,7 +197,7 @@ def two_tuners(rehearsal: Any) -> dict[str, Any]:
     once, detail = each_case_once(rehearsal)
     ok = "two-tuners" in rehearsal.killed and waited and not under and once
     return _check("fault two-tuners: the second waited, no server scaled away under a case", ok,
-                  f"{len(logs)} tuner pod(s); the second waited for the lease: {waited}; cases measured while their server was "
+                  f"the second tuner's pods: {len(logs)}; it waited for the lease: {waited}; cases measured while their server was "
                   f"scaled down: {under or 'none'}; {detail}")
 
 

@@ -31,7 +31,7 @@ from offline.plan import write_plan
 from rehearse import engine, outcomes
 from rehearse.cli import PODSETUP_LINE, stand_in_problems
 from rehearse.faults import FAULTS, PUBLISHER_POLL_S, FaultError, parse_faults
-from rehearse.hub import LocalHub
+from rehearse.hub import LocalHub, Repository
 from rehearse.kube import Cluster, Workload, read_plan
 from rehearse.kubeapi import SERVICE_ACCOUNT_MOUNT, KubernetesApi, grants_of, service_account_token, serving_certificate
 from rehearse.kubelet import EMPTYDIR_EVICTION, ControlledWorkloads, Controller, Localizer, LocalPod, Node, quantity_bytes
@@ -370,14 +370,15 @@ def test_the_local_hub_redirects_weights_to_its_cdn_and_the_preparation_client_v
     folder.mkdir()
     (folder / "config.json").write_text('{"a": 1}')
     (folder / "model.safetensors").write_bytes(b"\x00" * 4096)
-    with LocalHub({"Org/Model": folder}) as hub:
+    with LocalHub({"Org/Model": Repository.from_folder(folder), "Org/Pinned": Repository.from_folder(folder, "c" * 40)}) as hub:
         client = Hub(hub.url)
         revision = client.revision("Org/Model", "main")
-        assert revision.commit == hub.repos["Org/Model"].main
+        assert revision.commit == hub.repos["Org/Model"].commit != "c" * 40
+        assert client.revision("Org/Pinned", "c" * 40).commit == "c" * 40
         for remote in revision.files:
             client.download("Org/Model", revision.commit, remote, tmp_path / "out" / remote.path, lambda n: None)
         assert (tmp_path / "out" / "model.safetensors").read_bytes() == b"\x00" * 4096
-        assert any(p.startswith("/blobs/") for p in hub.requests)  # the second host served the weights
+        assert hub.cdn_requests == [f"/Org/Model/{revision.commit}/model.safetensors"]  # the second host served the weights
 
 
 # -- the engine stand-in -----------------------------------------------------------------------------
@@ -696,9 +697,10 @@ def study_left(tmp_path, fault: str, logs: list[str], cases: list[dict], scales:
     timeline = Timeline(tmp_path / "timeline.jsonl")
     for name, replicas, wall in scales:
         timeline.event("scale", name, f"replicas {replicas}", replicas=replicas, wall=wall)
-    controller = SimpleNamespace(workload=SimpleNamespace(name="llmperf"), pods=pods)
-    return SimpleNamespace(spec=spec, out=out, timeline=timeline, killed={fault}, benchmark="llmperf",
-                           controllers={"llmperf": controller})
+    job = SimpleNamespace(name="llmperf")
+    controllers = {"llmperf": SimpleNamespace(workload=job, pods=pods[:1]),
+                   outcomes.SECOND_TUNER.format(job="llmperf"): SimpleNamespace(workload=job, pods=pods[1:])}
+    return SimpleNamespace(spec=spec, out=out, timeline=timeline, killed={fault}, benchmark="llmperf", controllers=controllers)
 
 
 def case(variant: str, started: float, finished: float, repeat: int = 1) -> dict:
