@@ -7,8 +7,8 @@ this machine as local processes, the way the cluster would, against a real vLLM 
 
 Leaves build/rehearse/<stack>/: bucket/ (every object of the local bucket: markers, manifests,
 compiled sets, results), pods/<pod>/logs/ (each container's log), timeline.jsonl, report.md and
-report.json (every report labelled as a rehearsal; a study's tuning.md and tuning.json too), outcomes.json (each fault's documented outcome,
-checked). Exit 0 when the run ended as it should (with faults: in each fault's documented outcome),
+report.json (a study's: tuning.md and tuning.json; every report labelled as a rehearsal),
+outcomes.json (each fault's documented outcome, checked). Exit 0 when the run ended as it should (with faults: in each fault's documented outcome),
 1 when it did not, 2 on bad input (an unknown stack or fault, a stack the rehearsal cannot stand in
 for). docs/rehearsal.md says what this proves and what it does not.
 """
@@ -188,8 +188,8 @@ class Rehearsal:
         self.terminated_job = False
         self.crashed = False
         self.killed: set[str] = set()
-        self.second_tuner: Controller | None = None
         """The faults that have struck (tuner-killed, prep-killed-mid-upload, two-tuners)."""
+        self.second_tuner: Controller | None = None
 
     def say(self, line: str) -> None:
         self.timeline.event("rehearsal", "setup", line)

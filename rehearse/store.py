@@ -203,7 +203,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         upstream.close()
 
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+    def _answer(self) -> None:
+        try:
+            self._forward()
+        except (BrokenPipeError, ConnectionResetError):  # the client is gone (killed while its request was held)
+            self.close_connection = True
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _answer
 
 
 class HealthWatch(Poller):
