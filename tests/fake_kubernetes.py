@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rehearse.kubeapi import KubernetesApi, allowed
-
-__all__ = ["TOKEN", "FakeKubernetes", "allowed"]
+from rehearse.kubeapi import KubernetesApi
 
 TOKEN = "tuner-token"
 
