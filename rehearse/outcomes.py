@@ -133,7 +133,7 @@ def fault_check(rehearsal: Any, fault: str, cases: list[dict[str, Any]]) -> dict
     if fault == "tuner-killed":
         return tuner_killed(rehearsal)
     if fault == "two-tuners":
-        return two_tuners(rehearsal)
+        return two_tuners(rehearsal, cases)
     raise ValueError(fault)
 
 
@@ -186,13 +186,13 @@ def tuner_killed(rehearsal: Any) -> dict[str, Any]:
                   f"{len(logs)} tuner pod(s); a later one waited for the lease: {waited}, resumed: {resumed}; {detail}")
 
 
-def two_tuners(rehearsal: Any) -> dict[str, Any]:
-    """The second tuner waited; no case was measured while its server was scaled down."""
+def two_tuners(rehearsal: Any, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """The second tuner waited; no case (case.json: when it started and finished) was measured
+    while its server was scaled down."""
     logs = tuner_logs(rehearsal, second=True)
     waited = bool(logs) and LEASE_WAIT in logs[0]
-    study = latest_run(rehearsal.out / "bucket", rehearsal.spec.results_prefix, STUDY_FILE) or {"cases": []}
     downs = [e for e in rehearsal.timeline.of("scale") if e["replicas"] == 0]
-    under = [f"{c['variant']}/{c['testCase']}" for c in study["cases"] for e in downs
+    under = [f"{c['variant']}/{c['testCase']}" for c in cases for e in downs
              if e["subject"] == f"vllm-{c['variant']}" and c["startedAt"] <= e["wall"] <= c["finishedAt"]]
     once, detail = each_case_once(rehearsal)
     ok = "two-tuners" in rehearsal.killed and waited and not under and once

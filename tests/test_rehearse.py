@@ -704,6 +704,7 @@ def study_left(tmp_path, fault: str, logs: list[str], cases: list[dict], scales:
 
 
 def case(variant: str, started: float, finished: float, repeat: int = 1) -> dict:
+    """A case as study.json and case.json together hold it (study.json: which; case.json: when)."""
     return {"repeat": repeat, "variant": variant, "testCase": "counting", "beside": None, "startedAt": started, "finishedAt": finished}
 
 
@@ -722,8 +723,8 @@ def test_tuner_killed_wants_the_next_pod_to_wait_for_the_lease_resume_and_measur
 def test_two_tuners_wants_the_second_to_wait_and_no_server_scaled_away_under_a_case(tmp_path):
     cases = [case("base", 10, 20), case("qwen3-0-6b-k5", 30, 40)]
     after = [("vllm-qwen3-0-6b-k5", 1, 25), ("vllm-qwen3-0-6b-k5", 0, 45)]
-    assert outcomes.two_tuners(study_left(tmp_path / "ok", "two-tuners", ["", WAITED], cases, after))["ok"]
+    assert outcomes.two_tuners(study_left(tmp_path / "ok", "two-tuners", ["", WAITED], cases, after), cases)["ok"]
     under = [("vllm-qwen3-0-6b-k5", 1, 25), ("vllm-qwen3-0-6b-k5", 0, 35)]
-    check = outcomes.two_tuners(study_left(tmp_path / "under", "two-tuners", ["", WAITED], cases, under))
+    check = outcomes.two_tuners(study_left(tmp_path / "under", "two-tuners", ["", WAITED], cases, under), cases)
     assert not check["ok"] and "qwen3-0-6b-k5/counting" in check["detail"]
-    assert not outcomes.two_tuners(study_left(tmp_path / "no-wait", "two-tuners", ["", "holding lease"], cases, after))["ok"]
+    assert not outcomes.two_tuners(study_left(tmp_path / "no-wait", "two-tuners", ["", "holding lease"], cases, after), cases)["ok"]
