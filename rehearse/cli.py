@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import pod as benchmark_pod
-from benchmark import report as run_report
-from benchmark import tuning_report
 from benchmark.podsetup import SetupError, read_manifest, verify_tree
 from modelstore.layout import FILES_DIR
+from reporting import report as run_report
+from reporting import tuning_report
 from stackconfig import ConfigError, StackSpec
 from stackconfig.source import PROJECT_DIR, load_stack, stack_names
 from stackconfig.store import UNPINNED_REVISION
@@ -501,7 +501,7 @@ class Rehearsal:
 
     # -- what it leaves --------------------------------------------------------------------------
     def collect(self) -> None:
-        """The local bucket into bucket/, the run into results/ with its report (benchmark/report.py)."""
+        """The local bucket into bucket/, the run into results/ with its report (reporting/report.py)."""
         bucket_dir = self.out / "bucket"
         for key in all_objects(self.s3, self.bucket):
             target = bucket_dir / key

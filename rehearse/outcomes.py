@@ -9,8 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from benchmark.results import RUN_FILE
-from benchmark.study import STUDY_FILE
+from benchmark.results import RUN_FILE, STUDY_FILE
 from modelstore.layout import COMMIT_FILE, COMPLETE_FILE, FILES_DIR, MANIFEST_FILE, STAGING_ROOT, WEIGHTS_MARKER
 
 from .faults import EVICTING_LIMIT, PUBLISHER_POLL_S

@@ -5,7 +5,7 @@ value. Each engine's module (stackconfig/engines/<engine>.py) restates, as small
 parts of its engine's own code that the rendered settings reach, each beside the file and lines it
 restates; this module runs a variant's rendered server configuration through its engine's: the first start, which compiles, and, for NxD Inference, the
 second start, which loads the compiled artifacts restored from the model store (the path this
-product is built around: components/pairing/scripts/serve.sh). Validation (stackconfig/parse.py)
+product is built around: components/pairing/scripts/serve.sh). Validation (stackconfig/parse/)
 refuses a stack whose servers would fail here, naming the config key to change;
 tests/test_engine_semantics.py runs every stack through it and shows that each check fires.
 

@@ -96,7 +96,7 @@ def cold_path(spec: StackSpec) -> list[Step]:
 
 
 def describe(step: Step) -> str:
-    """A step as the README's cold-path table and the plan print it."""
+    """A step as docs/models.md's cold-path table and the plan print it."""
     if step.name == "publish" and not step.gib:
         return "graphs only (size not published)"
     return (f"{step.gib:,.0f} GiB, " if step.gib else "") + f"{step.minutes:,.0f} min"

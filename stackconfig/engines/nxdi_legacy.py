@@ -369,5 +369,5 @@ ENGINE = EngineInfo(
     check_variant=check_variant,
     rescaled_fp8=True,
     beyond_newest=(" (NxD Inference's support on Trn2 ends with Neuron 2.34: the legacy engine is frozen; migrate to vllm-neuron, "
-                   "README 'Engines')"),
+                   "docs/configuration.md, 'Engines')"),
 )
