@@ -29,11 +29,11 @@ from modelstore.hub import Hub
 from modelstore.layout import LOCAL_COMPLETE, LOCAL_RESTORED
 from offline.plan import write_plan
 from rehearse import engine, outcomes
-from rehearse.cli import PODSETUP_LINE, stand_in_problems
+from rehearse.cli import PODSETUP_LINE, ROOT_CA_CONFIG_MAP, stand_in_problems
 from rehearse.faults import FAULTS, PUBLISHER_POLL_S, FaultError, parse_faults
 from rehearse.hub import LocalHub, Repository
 from rehearse.kube import Cluster, Workload, read_plan
-from rehearse.kubeapi import SERVICE_ACCOUNT_MOUNT, KubernetesApi, grants_of, service_account_token, serving_certificate
+from rehearse.kubeapi import SERVICE_ACCOUNT_MOUNT, KubernetesApi, allowed, grants_of, service_account_token, serving_certificate
 from rehearse.kubelet import EMPTYDIR_EVICTION, ControlledWorkloads, Controller, Localizer, LocalPod, Node, quantity_bytes
 from rehearse.processes import Supervisor, Timeline
 from rehearse.store import FaultyS3, StoreView
@@ -174,6 +174,25 @@ def test_the_rendered_pairing_is_what_the_rehearsal_expects(tmp_path):
         kinds = {next(k for k in v if k != "name") for v in server.pod["volumes"]}
         assert kinds <= {"emptyDir", "configMap", "persistentVolumeClaim", "secret", "projected"}
         assert engine.translate(server.pod["containers"][0]["args"])[0]  # every rendered flag is one the engine knows
+
+
+def test_the_rendered_study_gives_the_tuner_what_the_rehearsal_stands_in_for(tmp_path):
+    """The study's tuner pod mounts its token where the rehearsal binds it, projects the CA from the
+    ConfigMap the rehearsal publishes, and its Role (as the API stand-in reads it) may scale every
+    study server and nothing else."""
+    write_plan(recorded("qwen3-32b-study"), tmp_path)
+    rendered = read_plan(tmp_path / "manifests")
+    spec = load_stack("qwen3-32b-study").spec()
+    tuner_pod = next(w for w in rendered.workloads if w.name.startswith("llmperf")).pod
+    mounts = {m["mountPath"]: m["name"] for m in tuner_pod["containers"][0]["volumeMounts"]}
+    volume = next(v for v in tuner_pod["volumes"] if v["name"] == mounts[SERVICE_ACCOUNT_MOUNT])
+    assert {"name": ROOT_CA_CONFIG_MAP, "items": [{"key": "ca.crt", "path": "ca.crt"}]} in [
+        src["configMap"] for src in volume["projected"]["sources"] if "configMap" in src]
+    ((namespace, rules),) = rendered.grants.values()
+    servers = [w.name for w in rendered.workloads if w.kind == "Deployment"]
+    assert namespace == spec.namespace and len(servers) == len(spec.variants)
+    assert all(allowed(rules, "apps", "deployments/scale", "patch", name) for name in servers)
+    assert not allowed(rules, "apps", "deployments/scale", "patch", "another") and not allowed(rules, "apps", "deployments", "patch", servers[0])
 
 
 # -- pods as processes -----------------------------------------------------------------------------
