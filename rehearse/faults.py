@@ -1,6 +1,7 @@
 """Faults on demand (`FAULTS=a,b`): what each does to the rehearsal and the outcome it must end in.
 
-Every fault hits the stack's first speculative (SD) variant, or every pod where it says so. The
+A fault hits the stack's first speculative (SD) variant (a study's: the first configuration it
+measures), or what it names (every pod, the target's preparation, the study's tuner). The
 rehearsal checks each chosen fault's outcome after the run (rehearse/outcomes.py) and exits 1 when
 one did not happen as documented (docs/rehearsal.md, "Faults").
 """
