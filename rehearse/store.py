@@ -91,21 +91,24 @@ class StoreView(Poller):
 
 
 class BucketWatch(Poller):
-    """Every write of a watched key onto the timeline, and how often each key was written."""
+    """Every write of a watched key onto the timeline, with the number of the listing that first
+    showed it (writes within one poll are not ordered), and how often each key was written."""
 
     def __init__(self, s3: Any, bucket: str, timeline: Timeline, interval: float = 0.5):
         super().__init__(f"watch {bucket}", interval)
         self.s3, self.bucket, self.timeline = s3, bucket, timeline
         self.seen: dict[str, str] = {}
         self.writes: Counter[str] = Counter()
+        self.polls = 0
 
     def step(self) -> None:
+        self.polls += 1
         for key, etag in sorted(all_objects(self.s3, self.bucket).items()):
             if self.seen.get(key) != etag:
                 self.seen[key] = etag
                 self.writes[key] += 1
                 if key.endswith(WATCHED):
-                    self.timeline.event("store-write", key, f"s3://{self.bucket}")
+                    self.timeline.event("store-write", key, f"s3://{self.bucket}", poll=self.polls)
 
 
 class FaultyS3(ThreadingHTTPServer):

@@ -685,8 +685,8 @@ def prepared_with(tmp_path, *, complete: bool = True, marker_first: bool = False
     (rehearsal.out / "bucket" / prefix / "manifest.json").write_text(json.dumps({"files": [
         {"path": "model.safetensors", "size": 10, "sha256": "0" * 64}]}))
     order = [prefix + ".complete", prefix + "manifest.json"] if marker_first else [prefix + "manifest.json", prefix + ".complete"]
-    for seconds, key in enumerate(order):
-        rehearsal.timeline.event("store-write", key, "s3://b")["t"] = 10.0 + seconds
+    for poll, key in enumerate(order, start=7):
+        rehearsal.timeline.event("store-write", key, "s3://b", poll=poll)
     if retried:
         rehearsal.timeline.event("job-retry", "prepare-target", "pod 1 of 3 failed")
     rehearsal.watch.writes[prefix + ".complete"] = 1
@@ -696,6 +696,10 @@ def prepared_with(tmp_path, *, complete: bool = True, marker_first: bool = False
 
 def test_prep_killed_mid_upload_wants_a_retry_and_the_marker_after_a_complete_manifest(tmp_path):
     assert outcome(outcomes.check(prepared_with(tmp_path / "ok")), "fault prep-killed")["ok"]
+    together = prepared_with(tmp_path / "together", marker_first=True)  # listed by one poll, the marker's key first (sorted)
+    for event in together.timeline.events:
+        event["poll"] = 7 if event["kind"] == "store-write" else None
+    assert outcome(outcomes.check(together), "fault prep-killed")["ok"]
     for name, kwargs in {"short": {"complete": False}, "early": {"marker_first": True}, "alone": {"retried": False}}.items():
         assert not outcome(outcomes.check(prepared_with(tmp_path / name, **kwargs)), "fault prep-killed")["ok"], name
 
