@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import ssl
 import time
@@ -43,7 +44,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-IN_CLUSTER_API = "https://kubernetes.default.svc"
+SERVICE_HOST, SERVICE_PORT = "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT"
+"""Where kubelet tells every container the API server is (client-go rest.InClusterConfig reads the
+same two variables, and fails without them)."""
 NEURON_DRIVER = "neuron.aws.com"
 NAMESPACE = "ContainerInsights"
 UTILIZATION = "node_neuroncore_utilization"
@@ -53,25 +56,38 @@ MAX_QUERIES_PER_CALL = 500  # GetMetricData limit on MetricDataQueries
 
 
 class KubernetesApi:
-    def __init__(self, base_url: str, token: str, context: ssl.SSLContext | None = None, timeout_s: float = 10):
+    def __init__(self, base_url: str, token: str | Callable[[], str], context: ssl.SSLContext | None = None,
+                 timeout_s: float = 10):
+        """`token`: the bearer token, or what reads it before each request (a bound token rotates)."""
         self.base_url = base_url.rstrip("/")
-        self._token = token
+        self._token = token if callable(token) else (lambda: token)
         self._context = context
         self._timeout_s = timeout_s
 
     @classmethod
     def in_cluster(cls) -> "KubernetesApi":
-        return cls(IN_CLUSTER_API, (SERVICE_ACCOUNT_DIR / "token").read_text().strip(),
+        """As client-go's rest.InClusterConfig: the API server at KUBERNETES_SERVICE_HOST and _PORT
+        (an IPv6 address in brackets), trusted through the cluster's CA only, with the service
+        account's token read from its file for every request: kubelet rotates a projected bound
+        token (refreshed before 80% of its lifetime, one hour by default; Kubernetes docs,
+        "Service account token volume projection"), and a study runs for hours."""
+        host, port = os.environ.get(SERVICE_HOST), os.environ.get(SERVICE_PORT)
+        if not host or not port:
+            raise RuntimeError(f"not in a cluster: {SERVICE_HOST} and {SERVICE_PORT} must be set (kubelet sets them)")
+        token_file = SERVICE_ACCOUNT_DIR / "token"
+        return cls(f"https://{f'[{host}]' if ':' in host else host}:{port}", lambda: token_file.read_text().strip(),
                    ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt")))
 
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._token()}", **({"Content-Type": content_type} if content_type else {})}
+
     def get(self, path: str) -> dict[str, Any]:
-        return self._send(urllib.request.Request(self.base_url + path, headers={"Authorization": f"Bearer {self._token}"}))
+        return self._send(urllib.request.Request(self.base_url + path, headers=self._headers()))
 
     def patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """A JSON merge patch (RFC 7386), which the API server takes for any resource."""
-        return self._send(urllib.request.Request(
-            self.base_url + path, data=json.dumps(body).encode(), method="PATCH",
-            headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/merge-patch+json"}))
+        return self._send(urllib.request.Request(self.base_url + path, data=json.dumps(body).encode(), method="PATCH",
+                                                 headers=self._headers("application/merge-patch+json")))
 
     def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._json("POST", path, body)
@@ -81,9 +97,8 @@ class KubernetesApi:
         return self._json("PUT", path, body)
 
     def _json(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self._send(urllib.request.Request(
-            self.base_url + path, data=json.dumps(body).encode(), method=method,
-            headers={"Authorization": f"Bearer {self._token}", "Content-Type": "application/json"}))
+        return self._send(urllib.request.Request(self.base_url + path, data=json.dumps(body).encode(), method=method,
+                                                 headers=self._headers("application/json")))
 
     def _send(self, request: urllib.request.Request) -> dict[str, Any]:
         with urllib.request.urlopen(request, timeout=self._timeout_s, context=self._context) as response:

@@ -2,12 +2,13 @@ r"""`make rehearse STACK=<s> [FAULTS=a,b]`: plan a stack offline, then run its r
 this machine as local processes, the way the cluster would, against a real vLLM on CPU.
 
     python -m tools rehearse --stack S [--faults a,b] [--requests N] [--input-tokens N] [--output-tokens N]
-        [--concurrency N] [--test-cases a,b] [--llmperf DIR] [--out DIR] [--timeout-minutes M]
+        [--concurrency N] [--test-cases a,b] [--configurations a,b] [--repeats N] [--llmperf DIR] [--out DIR]
+        [--timeout-minutes M]
 
 Leaves build/rehearse/<stack>/: bucket/ (every object of the local bucket: markers, manifests,
 compiled sets, results), pods/<pod>/logs/ (each container's log), timeline.jsonl, report.md and
-report.json (every report labelled as a rehearsal), outcomes.json (each fault's documented outcome,
-checked). Exit 0 when the run ended as it should (with faults: in each fault's documented outcome),
+report.json (a study's: tuning.md and tuning.json; every report labelled as a rehearsal),
+outcomes.json (each fault's documented outcome, checked). Exit 0 when the run ended as it should (with faults: in each fault's documented outcome),
 1 when it did not, 2 on bad input (an unknown stack or fault, a stack the rehearsal cannot stand in
 for). docs/rehearsal.md says what this proves and what it does not.
 """
@@ -19,6 +20,7 @@ import copy
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,15 +34,19 @@ from typing import Any
 
 from benchmark import pod as benchmark_pod
 from benchmark.podsetup import SetupError, read_manifest, verify_tree
+from modelstore.layout import FILES_DIR
 from reporting import report as run_report
+from reporting import tuning_report
 from stackconfig import ConfigError, StackSpec
 from stackconfig.source import PROJECT_DIR, load_stack, stack_names
+from stackconfig.store import UNPINNED_REVISION
 
 from . import outcomes, venv
-from .faults import EVICTING_LIMIT, FAULTS, HEALTH_POLL_SLOW_S, FaultError, parse_faults
-from .hub import LocalHub
+from .faults import EVICTING_LIMIT, FAULTS, HEALTH_POLL_SLOW_S, STUDY_FAULTS, UPLOAD_HOLD_S, FaultError, parse_faults
+from .hub import LocalHub, Repository
 from .kube import Cluster, Workload, read_plan
-from .kubelet import Controller, LocalPod, Node, free_port
+from .kubeapi import KubernetesApi, serving_certificate
+from .kubelet import ControlledWorkloads, Controller, LocalPod, Node, free_port
 from .processes import Supervisor, Timeline
 from .store import CREDENTIALS, BucketWatch, FaultyS3, HealthWatch, StoreView, all_objects, client
 
@@ -48,6 +54,12 @@ LABEL = "rehearsal: synthetic models on CPU; not Trainium figures"
 DEFAULT_SHAPE = {"requestsPerTestCase": 4, "inputTokens": 64, "outputTokens": 64, "concurrency": 1}
 DEFAULT_TEST_CASES = 2
 """The stack's first test cases; with the shape above one pairing takes a few minutes on 2 cores."""
+DEFAULT_STUDY_TEST_CASES, DEFAULT_CONFIGURATIONS, DEFAULT_REPEATS = 1, 2, 1
+"""A study's shape: its first test case, its first two configurations (the first draft at its first
+two windows: the tuner scales one down and the next up), one repeat; a few minutes more than a pairing."""
+ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
+"""The ConfigMap kube-controller-manager publishes in every namespace with the API server's CA
+(Kubernetes docs, "Managing Service Accounts": kube-root-ca.crt), which the benchmark pod projects."""
 STANDIN_LLMPERF = Path(__file__).resolve().parent / "standin_llmperf"
 PODSETUP_LINE = "python -m benchmark.podsetup "
 RESTARTS_TO_FAIL = 2
@@ -67,7 +79,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--input-tokens", type=int, default=DEFAULT_SHAPE["inputTokens"])
     parser.add_argument("--output-tokens", type=int, default=DEFAULT_SHAPE["outputTokens"])
     parser.add_argument("--concurrency", type=int, default=DEFAULT_SHAPE["concurrency"])
-    parser.add_argument("--test-cases", default="", help=f"comma-separated names (default: the stack's first {DEFAULT_TEST_CASES})")
+    parser.add_argument("--test-cases", default="", help=f"comma-separated names (default: the stack's first {DEFAULT_TEST_CASES}; "
+                                                         f"a study's first {DEFAULT_STUDY_TEST_CASES})")
+    parser.add_argument("--configurations", default="", help="a study's configurations to measure, comma-separated variant names "
+                                                             f"(default: its first {DEFAULT_CONFIGURATIONS})")
+    parser.add_argument("--repeats", type=int, default=DEFAULT_REPEATS, help="a study's repeats")
     parser.add_argument("--llmperf", type=Path, help="a local copy of LLMPerf at the stack's pinned commit (checked against "
                                                      "benchmark/llmperf/<commit>.manifest); default: the LLMPerf stand-in")
     parser.add_argument("--out", type=Path, help="default: build/rehearse/<stack>")
@@ -82,9 +98,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def stand_in_problems(spec: StackSpec) -> list[str]:
     """Why the rehearsal cannot stand in for this stack's models, if it cannot."""
     problems = []
-    if spec.study:
-        problems.append("a tuning study's tuner scales the servers through the in-cluster Kubernetes API, which the rehearsal "
-                        "does not stand in for yet (docs/rehearsal.md, \"Not rehearsed yet\")")
     for variant in spec.variants:
         if variant.is_speculative and variant.speculation_method not in (None, "draft_model"):
             problems.append(f"variant {variant.name} speculates with {variant.speculation_method}: the rehearsal builds draft "
@@ -112,10 +125,13 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
         raise BadInput(str(error)) from None
     if not isinstance(spec, StackSpec):
         raise BadInput(f"stack {args.stack} is a platform: it runs no workload to rehearse")
+    if not spec.study and set(faults) & set(STUDY_FAULTS):
+        raise BadInput(f"faults {', '.join(f for f in faults if f in STUDY_FAULTS)} act on a study's tuner; {args.stack} is a pairing")
     problems = stand_in_problems(spec)
     if problems:
         raise BadInput(f"the rehearsal cannot stand in for stack {args.stack}: " + "; ".join(problems))
-    cases = [c for c in args.test_cases.split(",") if c] or list(spec.benchmark.test_cases)[:DEFAULT_TEST_CASES]
+    cases = [c for c in args.test_cases.split(",") if c] or list(spec.benchmark.test_cases)[
+        :DEFAULT_STUDY_TEST_CASES if spec.study else DEFAULT_TEST_CASES]
     unknown = [c for c in cases if c not in spec.benchmark.test_cases]
     if unknown:
         raise BadInput(f"unknown test case(s) {', '.join(unknown)}; the stack's: {', '.join(spec.benchmark.test_cases)}")
@@ -123,6 +139,17 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
         raise BadInput(f"--requests, --output-tokens and --concurrency must be at least 1 and --input-tokens at least "
                        f"{benchmark_pod.MIN_INPUT_TOKENS} (benchmark/pod.py MIN_INPUT_TOKENS)")
     args.cases = cases
+    args.tuned = []
+    if spec.study:
+        configurations = [v.name for v in spec.variants if v.baseline]
+        chosen = [c for c in args.configurations.split(",") if c] or configurations[:DEFAULT_CONFIGURATIONS]
+        unknown = [c for c in chosen if c not in configurations]
+        if unknown or args.repeats < 1:
+            raise BadInput(f"--configurations: unknown {', '.join(unknown)} (the study's: {', '.join(configurations)})" if unknown
+                           else "--repeats must be at least 1")
+        args.tuned = chosen
+    elif args.configurations or args.repeats != DEFAULT_REPEATS:
+        raise BadInput(f"--configurations and --repeats shape a tuning study; {args.stack} is a pairing")
     return spec, faults
 
 
@@ -161,9 +188,12 @@ class Rehearsal:
         self.controllers: dict[str, Controller] = {}
         self.pollers: list[Any] = []
         self.notes: list[str] = []
-        self.sd = next(v for v in spec.variants if v.is_speculative)
+        self.sd = next(v for v in spec.variants if v.is_speculative and (not args.tuned or v.name in args.tuned))
         self.terminated_job = False
         self.crashed = False
+        self.killed: set[str] = set()
+        """The faults that have struck (tuner-killed, prep-killed-mid-upload, two-tuners)."""
+        self.second_tuner: Controller | None = None
 
     def say(self, line: str) -> None:
         self.timeline.event("rehearsal", "setup", line)
@@ -228,11 +258,20 @@ class Rehearsal:
                                outputTokens=self.args.output_tokens, concurrency=self.args.concurrency,
                                samplingParams={**config["shape"]["samplingParams"], "ignore_eos": True})
         config["testCases"] = {c: config["testCases"][c] for c in self.args.cases}
+        if "study" in config:
+            # The study's first configurations, their baseline, fewer repeats: the servers of the
+            # others stay at zero replicas (the tuner never scales them).
+            kept = set(self.args.tuned) | {v["baseline"] for v in config["variants"] if v["name"] in self.args.tuned}
+            config["variants"] = [v for v in config["variants"] if v["name"] in kept]
+            config["study"] = {**config["study"], "repeats": self.args.repeats,
+                               "grid": [g for g in config["study"]["grid"] if g["variant"] in kept],
+                               "draftsAlone": {n: d for n, d in (config["study"].get("draftsAlone") or {}).items() if n in kept}}
         config["dimensions"] = {k: {c: v[c] for c in self.args.cases} if k == "TestCase" else v
                                 for k, v in (config.get("dimensions") or {}).items()} or config.get("dimensions")
         cluster.config_maps[name] = {**cluster.config_maps[name],
                                      benchmark_pod.RUN_CONFIG: json.dumps(config, indent=2, sort_keys=True)}
-        self.shape = {"shape": config["shape"], "testCases": list(config["testCases"])}
+        self.shape = {"shape": config["shape"], "testCases": list(config["testCases"]),
+                      **({"configurations": self.args.tuned, "repeats": self.args.repeats} if "study" in config else {})}
 
     def benchmark_workload(self, workload: Workload, note: str) -> Workload:
         """The benchmark pod's setup script with LLMPerf's download replaced: the rehearsal places
@@ -268,14 +307,23 @@ class Rehearsal:
         if "s3-5xx" in self.faults:
             self.proxy = FaultyS3(moto)
             endpoint = self.proxy.url
+        if "prep-killed-mid-upload" in self.faults:
+            # The target's preparation: its first pod's first upload of a weights file is held.
+            self.upload_proxy = FaultyS3(endpoint, every=0, hold_s=UPLOAD_HOLD_S,
+                                         hold=lambda method, path: method in ("PUT", "POST") and f"/{FILES_DIR}/" in path)
+            self.prep_victim = next(w.name for w in cluster.workloads if w.kind == "Job" and preparation_model(w) == spec.serving.target)
         views = {claim: StoreView(s3, v.bucket, v.prefix, self.out / "views" / claim) for claim, v in cluster.claims.items()}
         self.watch = BucketWatch(s3, self.bucket, self.timeline)
         self.pollers = [*views.values(), self.watch]
         for poller in self.pollers:
             poller.start()
         drafts = {v.draft for v in spec.variants if v.draft}
-        hub = LocalHub({m.model: models / ("draft" if m.model in drafts else "target") for m in spec.prepared_models})
+        # Each stand-in model under the stack's model id, at the commit the stack pins (if it does).
+        hub = LocalHub({m.model: Repository.from_folder(models / ("draft" if m.model in drafts else "target"),
+                                                        None if m.revision == UNPINNED_REVISION else m.revision)
+                        for m in spec.prepared_models})
         self.shaped(cluster)
+        api = self.start_kubernetes_api(cluster)
         bin_dir = self.out / "bin"
         bin_dir.mkdir(parents=True, exist_ok=True)
         base = getattr(sys, "_base_executable", sys.executable)
@@ -300,7 +348,9 @@ class Rehearsal:
             node = Node(bin_dir=bin_dir, services=services, store_views={c: v.folder for c, v in views.items()},
                         environment={**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": spec.region,
                                      "AWS_DEFAULT_REGION": spec.region, "AWS_EC2_METADATA_DISABLED": "true",
-                                     "HF_ENDPOINT": hub.url, "REHEARSAL_COMPILE_SECONDS": str(args.compile_seconds)},
+                                     "HF_ENDPOINT": hub.url, "REHEARSAL_COMPILE_SECONDS": str(args.compile_seconds),
+                                     # As kubelet tells every container where the API server is.
+                                     "KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(api.port)},
                         container_environment=self.fault_environment)
             self.node, self.cluster, self.ports = node, cluster, ports
             for workload in cluster.workloads:
@@ -311,6 +361,20 @@ class Rehearsal:
                 self.controllers[workload.name] = Controller(workload, self.make_pod, self.timeline)
             self.say(f"starting {len(self.controllers)} workloads: " + ", ".join(self.controllers))
             return self.supervise()
+
+    def start_kubernetes_api(self, cluster: Cluster) -> KubernetesApi:
+        """The Kubernetes API stand-in (rehearse/kubeapi.py) over TLS, authorizing each request
+        with the rendered Roles, in front of the rehearsal's controllers; its CA published as the
+        cluster publishes it."""
+        ca, certificate, key = serving_certificate(self.out / "kubernetes-api")
+        cluster.config_maps[ROOT_CA_CONFIG_MAP] = {"ca.crt": ca.read_text()}
+        api = KubernetesApi(cluster.grants, ControlledWorkloads(self.controllers), tls=(certificate, key),
+                            on_scale=lambda name, replicas: self.timeline.event("scale", name, f"replicas {replicas}",
+                                                                                replicas=replicas, wall=time.time()))
+        api.__enter__()
+        self.kubernetes_api, self.kubernetes_history = api, api.history
+        self.timeline.event("kubernetes-api", "api", f"at {api.address} (TLS), {len(cluster.grants)} service account(s) with a Role")
+        return api
 
     def make_pod(self, workload: Workload, name: str) -> LocalPod:
         if self.fault_applies("emptydir-over-limit", workload) and not self.controllers[workload.name].pods:
@@ -333,6 +397,9 @@ class Rehearsal:
         return fault in self.faults and workload.kind == "Deployment" and workload.pod_labels.get("sd-trn2/variant") == self.sd.name
 
     def fault_environment(self, pod: str, container: str) -> dict[str, str]:
+        victim = self.controllers.get(getattr(self, "prep_victim", ""))
+        if victim is not None and victim.pods and pod == victim.pods[0].name:
+            return {"AWS_ENDPOINT_URL": self.upload_proxy.url}
         if container != "vllm" or not pod.startswith(f"vllm-{self.sd.name}-"):
             return {}
         env = {}
@@ -344,25 +411,55 @@ class Rehearsal:
 
     def supervise(self) -> int:
         deadline = time.monotonic() + self.args.timeout_minutes * 60
-        benchmark = self.controllers[self.benchmark]
-        while not benchmark.done.is_set():
+        benchmarks = [self.controllers[self.benchmark]]
+        while not all(b.done.is_set() for b in benchmarks):
             if time.monotonic() > deadline:
                 self.timeline.event("rehearsal", "timeout", f"the benchmark did not finish within {self.args.timeout_minutes} minutes")
-                self.end_job(benchmark, "the rehearsal's timeout")
+                for benchmark in benchmarks:
+                    self.end_job(benchmark, "the rehearsal's timeout")
                 break
-            for controller in self.controllers.values():
+            for controller in list(self.controllers.values()):
                 controller.reconcile()
             self.inject()
+            if self.second_tuner is not None and self.second_tuner not in benchmarks:
+                benchmarks.append(self.second_tuner)
             time.sleep(0.5)
-        benchmark.threads[-1].join(timeout=120)
+        for benchmark in benchmarks:
+            if benchmark.threads:
+                benchmark.threads[-1].join(timeout=120)
         return 0
 
     def sd_pod(self) -> LocalPod | None:
         live = self.controllers[f"vllm-{self.sd.name}"].live()
         return live[0] if live else None
 
+    def kill(self, fault: str, pod: LocalPod, why: str) -> None:
+        """SIGKILL to every container of `pod` (a lost node, the OOM killer): no chance to let go."""
+        self.killed.add(fault)
+        for container in pod.containers + pod.sidecars:
+            if container.process is not None and container.process.poll() is None:
+                self.timeline.event("fault", fault, f"SIGKILL to {pod.name}/{container.name} (pid {container.process.pid}) {why}")
+                os.killpg(container.process.pid, signal.SIGKILL)
+
+    def inject_study_and_preparation(self) -> None:
+        """The faults on a preparation pod and on a study's tuner."""
+        if "prep-killed-mid-upload" in self.faults and "prep-killed-mid-upload" not in self.killed and self.upload_proxy.held.is_set():
+            live = self.controllers[self.prep_victim].live()
+            if live:
+                self.kill("prep-killed-mid-upload", live[0], "with an upload in flight")
+        tuner, sd = self.controllers[self.benchmark].live(), self.sd_pod()
+        if "tuner-killed" in self.faults and "tuner-killed" not in self.killed and tuner and sd is not None \
+                and any(k.endswith("/case.json") for k in self.watch.seen) and requests_running(self.ports[f"vllm-{self.sd.name}"]):
+            self.kill("tuner-killed", tuner[0], f"while {self.sd.name} has requests running")
+        if "two-tuners" in self.faults and self.second_tuner is None and self.kubernetes_history:
+            self.second_tuner = Controller(self.controllers[self.benchmark].workload, self.make_pod, self.timeline, serial=100)
+            self.controllers[outcomes.SECOND_TUNER.format(job=self.benchmark)] = self.second_tuner
+            self.killed.add("two-tuners")
+            self.timeline.event("fault", "two-tuners", "a second pod of the study's Job starts while the first holds the servers")
+
     def inject(self) -> None:
         """The faults that act during the run."""
+        self.inject_study_and_preparation()
         pod = self.sd_pod()
         if pod is None:
             return
@@ -392,9 +489,13 @@ class Rehearsal:
         for poller in self.pollers:
             poller.stop()
         self.pollers = []
-        if getattr(self, "proxy", None) is not None and not getattr(self.proxy, "stopped", False):
-            self.proxy.stop()
-            self.proxy.stopped = True
+        if getattr(self, "kubernetes_api", None) is not None:
+            self.kubernetes_api.__exit__(None, None, None)
+            self.kubernetes_api = None
+        for proxy in (getattr(self, "proxy", None), getattr(self, "upload_proxy", None)):
+            if proxy is not None and not getattr(proxy, "stopped", False):
+                proxy.stop()
+                proxy.stopped = True
 
     def stop(self) -> None:
         """Everything the rehearsal started, each process by its own id (on exit and on Ctrl-C)."""
@@ -416,22 +517,33 @@ class Rehearsal:
         if runs:
             shutil.copytree(runs[-1], results / runs[-1].name)
             with contextlib.redirect_stdout(io.StringIO()):
-                run_report.write_report(results)
+                (tuning_report if self.spec.study else run_report).write_report(results)
 
     def label(self, checks: list[dict[str, Any]]) -> None:
-        """Every report under the rehearsal's label, with what differed from a real run."""
-        results = self.out / "results"
+        """Every report under the rehearsal's label, with what differed from a real run: a pairing's
+        report.md and report.json, a study's tuning.md and tuning.json."""
+        results, name = self.out / "results", "tuning" if self.spec.study else "report"
+        study = f"configurations {', '.join(self.shape['configurations'])}, {self.shape['repeats']} repeat(s), " \
+            if self.spec.study else ""
         header = [f"> **{LABEL}.**", ">",
-                  f"> Rehearsal of stack `{self.spec.stack}`: shape {json.dumps(self.shape['shape'], sort_keys=True)}, test cases "
-                  f"{', '.join(self.shape['testCases'])}; load generator: {self.llmperf_note}.",
+                  f"> Rehearsal of stack `{self.spec.stack}`: {study}shape {json.dumps(self.shape['shape'], sort_keys=True)}, "
+                  f"test cases {', '.join(self.shape['testCases'])}; load generator: {self.llmperf_note}.",
                   f"> Faults: {', '.join(self.faults) or 'none'}. Outcomes: " +
                   ("; ".join(f"{c['check']}: {'ok' if c['ok'] else 'NOT MET'}" for c in checks) or "none checked") + ".", ""]
-        uploaded = (results / "report.md").exists()
-        body = (results / "report.md").read_text() if uploaded else "No benchmark results were uploaded.\n"
-        document = json.loads((results / "report.json").read_text()) if uploaded else {"results": None}
-        (self.out / "report.md").write_text("\n".join(header) + "\n" + body)
+        uploaded = (results / f"{name}.md").exists()
+        body = (results / f"{name}.md").read_text() if uploaded else "No benchmark results were uploaded.\n"
+        document = json.loads((results / f"{name}.json").read_text()) if uploaded else {"results": None}
+        (self.out / f"{name}.md").write_text("\n".join(header) + "\n" + body)
         rehearsal = {**self.shape, "faults": list(self.faults), "loadGenerator": self.llmperf_note, "outcomes": checks}
-        (self.out / "report.json").write_text(json.dumps({"label": LABEL, "rehearsal": rehearsal, **document}, indent=2, sort_keys=True) + "\n")
+        (self.out / f"{name}.json").write_text(json.dumps({"label": LABEL, "rehearsal": rehearsal, **document}, indent=2,
+                                                          sort_keys=True) + "\n")
+
+
+def preparation_model(workload: Workload) -> str | None:
+    """The model a preparation Job prepares (the --model of modelstore/prepare.py in its command),
+    None for another workload."""
+    found = re.search(r"-m modelstore\.prepare\b.*?--model[= ]'?([^\s']+)", " ".join(workload.pod["containers"][0]["command"]))
+    return found[1] if found else None
 
 
 def requests_running(port: int) -> bool:
@@ -485,7 +597,7 @@ def rehearse(rehearsal: Rehearsal) -> int:
     (out / "outcomes.json").write_text(json.dumps(checks, indent=2, sort_keys=True) + "\n")
     for check in checks:
         print(f"{'ok' if check['ok'] else 'NOT MET':>8}  {check['check']}: {check['detail']}")
-    print(f"rehearsal of {spec.stack}: {out}/report.md, timeline.jsonl, pods/*/logs/")
+    print(f"rehearsal of {spec.stack}: {out}/{'tuning' if spec.study else 'report'}.md, timeline.jsonl, pods/*/logs/")
     return 1 if any(not c["ok"] for c in checks) else 0
 
 

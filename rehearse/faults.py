@@ -1,6 +1,7 @@
 """Faults on demand (`FAULTS=a,b`): what each does to the rehearsal and the outcome it must end in.
 
-Every fault hits the stack's first speculative (SD) variant, or every pod where it says so. The
+A fault hits the stack's first speculative (SD) variant (a study's: the first configuration it
+measures), or what it names (every pod, the target's preparation, the study's tuner). The
 rehearsal checks each chosen fault's outcome after the run (rehearse/outcomes.py) and exits 1 when
 one did not happen as documented (docs/rehearsal.md, "Faults").
 """
@@ -50,7 +51,28 @@ FAULTS = {f.name: f for f in (
           "measures it: once the container has failed twice (and the driver is waiting), the rehearsal ends the benchmark Job "
           "as its deadline would, "
           "and the run is recorded failed"),
+    Fault("prep-killed-mid-upload",
+          "the target's preparation pod is killed (SIGKILL) while one of its uploads is in flight (its first pod reaches S3 "
+          "through a proxy that holds the first upload of a weights file until the kill)",
+          "the Job starts another pod, which finishes the set (what landed is kept, being write-once); the manifest is "
+          "written once every file is in the store, the .complete marker once, after it; the servers wait for the marker, "
+          "so nothing half-published is read, and the run completes"),
+    Fault("tuner-killed",
+          "a study's tuner is killed (SIGKILL) while a case of the SD configuration has requests running",
+          "the Job starts another tuner pod, which waits for the killed one's lease to lapse (benchmark/lease.py "
+          "DURATION_S), resumes the study from study.json and measures the killed case again; every case of the study is "
+          "recorded exactly once and the study completes"),
+    Fault("two-tuners",
+          "a second tuner pod of the study's Job starts while the first measures (as when the Job controller replaces a "
+          "pod on a node it lost touch with, while that pod still runs)",
+          "the second waits for the first's lease and scales nothing meanwhile: no case is measured while its server is "
+          "scaled down; once the first lets go the second resumes the same study, finds every case recorded and ends; "
+          "the study completes with every case once"),
 )}
+STUDY_FAULTS = ("tuner-killed", "two-tuners")
+"""Faults of a study's tuner: a pairing stack has none (exit 2)."""
+UPLOAD_HOLD_S = 60
+"""prep-killed-mid-upload: how long the proxy holds the upload (the kill comes within a second)."""
 
 
 class FaultError(ValueError):

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from .kubeapi import grants_of
+
 MOUNT_PREFIX = re.compile(r"^prefix (?P<prefix>\S+)$")
 
 
@@ -49,6 +51,8 @@ class Cluster:
     services: dict[str, dict[str, Any]]
     claims: dict[str, StoreVolume]
     """A claim's name -> the store view of the PersistentVolume reserved for it."""
+    grants: dict[str, tuple[str, list[dict]]]
+    """A service account's token -> its namespace and the rules of the Roles bound to it."""
 
 
 def _workload(manifest: dict[str, Any]) -> Workload | None:
@@ -77,4 +81,5 @@ def read_plan(manifests: Path) -> Cluster:
         secrets={d["metadata"]["name"]: d.get("stringData") or d.get("data") or {} for d in documents if d["kind"] == "Secret"},
         services={d["metadata"]["name"]: d for d in documents if d["kind"] == "Service"},
         claims=claims,
+        grants=grants_of(documents),
     )

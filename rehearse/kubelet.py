@@ -33,6 +33,7 @@ from typing import Any, Callable
 from modelstore.layout import LOCAL_COMPLETE, LOCAL_RESTORED
 
 from .kube import Cluster, Workload
+from .kubeapi import SERVICE_ACCOUNT_MOUNT, service_account_token
 from .processes import Supervisor, Timeline
 
 BACKOFF_INITIAL_S, BACKOFF_MAX_S = 10.0, 300.0
@@ -71,6 +72,10 @@ def folder_bytes(path: Path, markers: set[str] | None = None) -> int:
             if markers is not None and name in MARKERS:
                 markers.add(os.path.relpath(os.path.join(root, name), path))
     return total
+
+
+def utc_now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def free_port() -> int:
@@ -127,12 +132,60 @@ class Node:
     """Extra environment for one container (the faults' switches)."""
 
 
+MOUNT_NAMESPACE_SCRIPT = """set -e
+run=$(readlink -f "$(dirname "$(dirname "$(dirname "$2")")")")
+mount -t tmpfs -o mode=0755,size=1m rehearsal-run "$run"
+mkdir -p "$2"
+mount --bind "$1" "$2"
+mount -o remount,bind,ro "$2"
+printf %s "$3" > /proc/sys/kernel/hostname
+shift 3
+exec "$@"
+"""
+"""In the container's own namespaces: a fresh tmpfs over the directory three levels above the
+mount path (/var/run, that is /run: the container's own, as in its image), the pod's folder bound
+read-only at the mount path, the pod's name as the hostname (as in a pod: a tuner names itself by
+it in the lease), then the container's command."""
+
+
+def in_mount_namespace(argv: list[str], folder: Path, hostname: str, mount_path: str = SERVICE_ACCOUNT_MOUNT) -> list[str]:
+    """`argv` run where `folder` is at `mount_path`, a path that, unlike the others, is not
+    rewritten in the container's strings: client libraries read the service account's files from
+    that fixed path (client-go rest.InClusterConfig, benchmark/telemetry.py). unshare(1) makes a
+    user namespace (root in it, this machine's user outside: no privilege needed where unprivileged
+    user namespaces are allowed) with a mount namespace of its own, so nothing changes on this
+    machine; a UTS namespace too, for the pod's hostname."""
+    return ["unshare", "--user", "--map-root-user", "--mount", "--uts", "--propagation", "private",
+            "/bin/sh", "-c", MOUNT_NAMESPACE_SCRIPT, "sh", str(folder), mount_path, hostname, *argv]
+
+
 class Container:
     def __init__(self, spec: dict[str, Any], sidecar: bool):
         self.spec, self.sidecar, self.name = spec, sidecar, spec["name"]
         self.process: subprocess.Popen | None = None
         self.restarts = 0
         self.exit_codes: list[int] = []
+        self.started_at = ""
+
+    def status(self, restarting: bool) -> dict[str, Any]:
+        """Its containerStatuses entry, in the Pod schema's field names; `restarting`: its pod
+        restarts a container that exits (kubelet's back-off meanwhile)."""
+        running = self.process is not None and self.process.poll() is None
+        ended = {"exitCode": self.exit_codes[-1], "reason": "Completed" if self.exit_codes[-1] == 0 else "Error"} \
+            if self.exit_codes else None
+        if running:
+            state: dict[str, Any] = {"running": {"startedAt": self.started_at}}
+        elif ended and restarting:
+            state = {"waiting": {"reason": "CrashLoopBackOff", "message": f"back-off restarting failed container {self.name}"}}
+        elif ended:
+            state = {"terminated": ended}
+        else:
+            state = {"waiting": {"reason": "ContainerCreating"}}
+        status = {"name": self.name, "ready": running, "restartCount": self.restarts, "image": self.spec.get("image", ""),
+                  "imageID": "", "state": state}
+        if ended and (running or restarting):
+            status["lastState"] = {"terminated": ended}
+        return status
 
 
 class LocalPod:
@@ -155,6 +208,7 @@ class LocalPod:
         self.empty_dirs: dict[str, tuple[Path, int | None]] = {}
         self.volumes = self._volumes()
         self.stopping = threading.Event()
+        self.deleted_at = ""
         self.markers: set[str] = set()
 
     # -- volumes ---------------------------------------------------------------------------------
@@ -196,8 +250,8 @@ class LocalPod:
         folder.mkdir(parents=True, exist_ok=True)
         for source in projected.get("sources", []):
             if "serviceAccountToken" in source:
-                token = hashlib.sha256(f"{self.workload.namespace}/{self.workload.pod.get('serviceAccountName')}".encode())
-                (folder / source["serviceAccountToken"]["path"]).write_text(token.hexdigest())
+                (folder / source["serviceAccountToken"]["path"]).write_text(
+                    service_account_token(self.workload.namespace, self.workload.pod.get("serviceAccountName") or "default"))
             elif "configMap" in source:
                 for item in source["configMap"].get("items", []):
                     (folder / item["path"]).write_text(self.cluster.config_maps.get(source["configMap"]["name"], {}).get(item["key"], ""))
@@ -245,11 +299,16 @@ class LocalPod:
         env = self.environment(container, localize)
         argv = [ENV_REFERENCE.sub(lambda m: env.get(m[1], m[0]), a) for a in container.spec.get("command", []) + container.spec.get("args", [])]
         argv = localize.argv(argv)
+        account = next((self.volumes[m["name"]] for m in container.spec.get("volumeMounts", [])
+                        if m["mountPath"] == SERVICE_ACCOUNT_MOUNT), None)
+        if account is not None:
+            argv = in_mount_namespace(argv, account, self.name)
         log = self.dir / "logs" / f"{container.name}.log"
         if container.process is None:
             log.parent.mkdir(parents=True, exist_ok=True)
             log.write_text(f"# rehearsal: {json.dumps(argv)}\n")
         container.process = self.supervisor.start(f"{self.name}/{container.name}", argv, env, self.dir, log)
+        container.started_at = utc_now()
         self.timeline.event("container-start", f"{self.name}/{container.name}", f"pid {container.process.pid}",
                             restarts=container.restarts)
 
@@ -296,6 +355,26 @@ class LocalPod:
         self.timeline.event("pod-stop", self.name, f"phase {self.phase}{' (' + self.reason + ')' if self.reason else ''}"
                             f"{': ' + self.message if self.message else ''}")
 
+    def as_pod(self) -> dict[str, Any]:
+        """The pod as the API lists it (Pod schema field names): a deleted pod whose containers
+        are still stopping carries its deletionTimestamp; an evicted one stays in phase Failed."""
+        phase = "Running" if self.terminating() else self.phase
+        metadata: dict[str, Any] = {"name": self.name, "namespace": self.workload.namespace, "labels": self.labels}
+        if self.stopping.is_set() and self.reason != "Evicted":
+            metadata["deletionTimestamp"] = self.deleted_at
+        status: dict[str, Any] = {"phase": phase,
+                                  "containerStatuses": [c.status(self.restart_always) for c in self.containers],
+                                  "initContainerStatuses": [c.status(True) for c in self.sidecars]}
+        if self.reason == "Evicted":
+            status.update(reason=self.reason, message=self.message)
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": {"nodeName": "rehearsal", "containers": [
+            {"name": c.name, "image": c.spec.get("image", "")} for c in self.containers]}, "status": status}
+
+    def terminating(self) -> bool:
+        """Deleted, and its containers not all stopped yet."""
+        return self.reason == "Deleted" and any(c.process is not None and c.process.poll() is None
+                                                for c in self.containers + self.sidecars)
+
     def check_storage(self) -> None:
         for volume, (folder, limit) in self.empty_dirs.items():
             markers: set[str] = set()
@@ -317,6 +396,7 @@ class LocalPod:
         self.stopping.set()
 
     def delete(self) -> None:
+        self.deleted_at = self.deleted_at or utc_now()
         if self.phase in ("Pending", "Running"):
             self.phase, self.reason = "Succeeded" if self.workload.kind == "Deployment" else "Failed", "Deleted"
         self.stopping.set()
@@ -339,7 +419,8 @@ class LocalPod:
 class Controller:
     """A Job's or a Deployment's controller: keeps its pods, each in a thread of its own."""
 
-    def __init__(self, workload: Workload, make_pod: Callable[[Workload, str], LocalPod], timeline: Timeline):
+    def __init__(self, workload: Workload, make_pod: Callable[[Workload, str], LocalPod], timeline: Timeline, serial: int = 0):
+        """`serial`: where its pods' names start (a second controller of one workload names its own)."""
         self.workload, self.make_pod, self.timeline = workload, make_pod, timeline
         self.replicas = workload.replicas
         self.pods: list[LocalPod] = []
@@ -347,7 +428,7 @@ class Controller:
         self.failures = 0
         self.done = threading.Event()
         self.lock = threading.Lock()
-        self.serial = 0
+        self.serial = serial
 
     def pod_name(self) -> str:
         self.serial += 1
@@ -398,3 +479,29 @@ class Controller:
                 pod.delete()
         for thread in self.threads:
             thread.join()
+
+
+class ControlledWorkloads:
+    """The Deployments' replica counts and every pod, for the Kubernetes API stand-in
+    (rehearse/kubeapi.py Workloads): a scale request sets the Deployment's count and its
+    controller acts on it at once; pods are listed while they hold anything (running, or deleted
+    and still stopping) and, as kubelet leaves them, once evicted."""
+
+    def __init__(self, controllers: dict[str, Controller]):
+        self.controllers = controllers
+
+    def deployments(self) -> list[str]:
+        return [n for n, c in self.controllers.items() if c.workload.kind == "Deployment"]
+
+    def replica_count(self, deployment: str) -> int:
+        return self.controllers[deployment].replicas
+
+    def set_replicas(self, deployment: str, replicas: int) -> None:
+        controller = self.controllers[deployment]
+        controller.replicas = replicas
+        controller.reconcile()
+
+    def list_pods(self, namespace: str, selector: dict[str, str]) -> list[dict[str, Any]]:
+        return [pod.as_pod() for controller in list(self.controllers.values()) for pod in list(controller.pods)
+                if pod.workload.namespace == namespace and all(pod.labels.get(k) == v for k, v in selector.items())
+                and (pod.phase in ("Pending", "Running") or pod.terminating() or pod.reason == "Evicted")]

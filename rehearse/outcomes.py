@@ -9,18 +9,25 @@ import json
 from pathlib import Path
 from typing import Any
 
-from modelstore.layout import COMMIT_FILE, COMPLETE_FILE, STAGING_ROOT, WEIGHTS_MARKER
+from benchmark.results import RUN_FILE, STUDY_FILE
+from modelstore.layout import COMMIT_FILE, COMPLETE_FILE, FILES_DIR, MANIFEST_FILE, STAGING_ROOT, WEIGHTS_MARKER
 
 from .faults import EVICTING_LIMIT, PUBLISHER_POLL_S
 from .kubelet import EMPTYDIR_EVICTION
+
+SECOND_TUNER = "{job} (second)"
+"""The controller of the second tuner's pods (fault two-tuners)."""
+LEASE_WAIT = "waiting for the study running in this namespace to end"
+"""What a tuner says while another holds the lease (benchmark/lease.py Lease.acquire)."""
 
 
 def _check(name: str, ok: bool, detail: str) -> dict[str, Any]:
     return {"check": name, "ok": bool(ok), "detail": detail}
 
 
-def latest_run(bucket_dir: Path, results_prefix: str) -> dict[str, Any] | None:
-    records = sorted((bucket_dir / results_prefix).glob("*/run.json"))
+def latest_run(bucket_dir: Path, results_prefix: str, record: str = RUN_FILE) -> dict[str, Any] | None:
+    """The run's run.json (a study's study.json)."""
+    records = sorted((bucket_dir / results_prefix).glob(f"*/{record}"))
     return json.loads(records[-1].read_text()) if records else None
 
 
@@ -33,7 +40,9 @@ def check(rehearsal: Any) -> list[dict[str, Any]]:
         checks.append(_check(f"prepared {model.model}", (bucket / model.prefix / WEIGHTS_MARKER).exists(),
                              f"s3://.../{model.prefix}{WEIGHTS_MARKER}"))
     committed_at: dict[str, float] = {}
-    for variant in spec.variants:
+    tuned = rehearsal.shape.get("configurations")
+    served = [v for v in spec.variants if tuned is None or v.name in tuned or any(v.name == spec.variant(t).baseline for t in tuned)]
+    for variant in served:
         artifact = variant.artifact_path
         commits = writes.get(f"{artifact}/{COMMIT_FILE}", 0)
         staged = sorted(p.parent.name for p in (bucket / STAGING_ROOT / artifact).glob("*/manifest.json"))
@@ -51,17 +60,31 @@ def check(rehearsal: Any) -> list[dict[str, Any]]:
         if commits:
             committed_at[variant.name] = rehearsal.s3.head_object(Bucket=rehearsal.bucket, Key=f"{artifact}/{COMMIT_FILE}")[
                 "LastModified"].timestamp()
-    run = latest_run(bucket, spec.results_prefix)
+    run = latest_run(bucket, spec.results_prefix, STUDY_FILE if spec.study else RUN_FILE)
     cases = _cases(bucket, spec.results_prefix)
     early = [f"{c['variant']}/{c['testCase']}" for c in cases if c["startedAt"] < committed_at.get(c["variant"], float("inf"))]
     checks.append(_check("no variant measured before its compiled set was committed", not early,
                          f"{len(cases)} case(s) measured; before the commit: {early or 'none'}"))
     status = run.get("status") if run else None
     expected = "failed" if "compile-fails" in faults else "incomplete" if "server-crash" in faults else "complete"
-    checks.append(_check(f"benchmark run {expected}", status == expected,
-                         f"run.json status {status}{': ' + str(run.get('reason')) if run and run.get('reason') else ''}"))
+    checks.append(_check(f"{'study' if spec.study else 'benchmark run'} {expected}", status == expected,
+                         f"{STUDY_FILE if spec.study else RUN_FILE} status {status}"
+                         f"{': ' + str(run.get('reason')) if run and run.get('reason') else ''}"))
+    if spec.study and spec.tuned_servers:
+        checks.append(scaled_one_at_a_time(rehearsal))
     checks += [fault_check(rehearsal, f, cases) for f in faults]
     return checks
+
+
+def scaled_one_at_a_time(rehearsal: Any) -> dict[str, Any]:
+    """Sequential study: never more than the baseline and one configuration up (what the tuner
+    asked of the API), every configuration scaled up once and down again."""
+    history = rehearsal.kubernetes_history
+    speculative = {f"vllm-{v.name}" for v in rehearsal.spec.variants if v.is_speculative}
+    crowded = [sorted(up) for up in history if len(up & speculative) > 1]
+    up = [sorted(u) for u in history]
+    return _check("study servers scaled one configuration at a time", bool(history) and not crowded and history[-1] == frozenset(),
+                  f"{len(history)} scale request(s); up after each: {up}; more than one configuration up: {crowded or 'never'}")
 
 
 def _cases(bucket: Path, results_prefix: str) -> list[dict[str, Any]]:
@@ -104,7 +127,78 @@ def fault_check(rehearsal: Any, fault: str, cases: list[dict[str, Any]]) -> dict
         exits = [e for e in timeline.of("container-exit") if e["subject"].startswith(f"vllm-{sd}-") and e["subject"].endswith("/vllm")]
         return _check("fault compile-fails: never measured, run failed", len(exits) >= 2 and not sd_cases,
                       f"{len(exits)} exit(s) of {sd}'s server; {len(sd_cases)} {sd} case(s) measured")
+    if fault == "prep-killed-mid-upload":
+        return preparation_killed(rehearsal)
+    if fault == "tuner-killed":
+        return tuner_killed(rehearsal)
+    if fault == "two-tuners":
+        return two_tuners(rehearsal, cases)
     raise ValueError(fault)
+
+
+def preparation_killed(rehearsal: Any) -> dict[str, Any]:
+    """Killed mid-upload, retried by its Job; the manifest lists every file as the store holds
+    it, and the marker was written once, after the manifest."""
+    timeline, bucket = rehearsal.timeline, rehearsal.out / "bucket"
+    victim = getattr(rehearsal, "prep_victim", "")
+    prefix = next(m.prefix for m in rehearsal.spec.prepared_models if m.model == rehearsal.spec.serving.target)
+    manifest_path = bucket / prefix / MANIFEST_FILE
+    files = json.loads(manifest_path.read_text())["files"] if manifest_path.exists() else []
+    wrong = [f["path"] for f in files if not (bucket / prefix / FILES_DIR / f["path"]).is_file()
+             or (bucket / prefix / FILES_DIR / f["path"]).stat().st_size != f["size"]]
+    # The listing that first showed each (two writes within one 0.5 s poll are not ordered).
+    first = {name: next((e["poll"] for e in timeline.of("store-write", prefix + name)), None) for name in (MANIFEST_FILE, WEIGHTS_MARKER)}
+    markers = rehearsal.watch.writes.get(prefix + WEIGHTS_MARKER, 0)
+    ordered = None not in first.values() and first[WEIGHTS_MARKER] >= first[MANIFEST_FILE]
+    retries = timeline.of("job-retry", victim)
+    ok = "prep-killed-mid-upload" in rehearsal.killed and bool(retries) and bool(files) and not wrong and markers == 1 and ordered
+    return _check("fault prep-killed-mid-upload: retried; the marker once, after a complete manifest", ok,
+                  f"killed: {'prep-killed-mid-upload' in rehearsal.killed}; {victim} retried {len(retries)} time(s); manifest lists "
+                  f"{len(files)} file(s), missing or of another size in the store: {wrong or 'none'}; marker written {markers} time(s), "
+                  f"first listed by poll {first[WEIGHTS_MARKER]}, the manifest by poll {first[MANIFEST_FILE]}")
+
+
+def tuner_logs(rehearsal: Any, second: bool = False) -> list[str]:
+    """The tuner logs of the benchmark Job's pods, in the order they started; `second`: of the
+    second tuner's pods only (fault two-tuners)."""
+    pods = [p for n, c in rehearsal.controllers.items() if c.workload.name == rehearsal.benchmark
+            and (not second or n == SECOND_TUNER.format(job=rehearsal.benchmark)) for p in c.pods]
+    return [(rehearsal.out / "pods" / p.name / "logs" / f"{p.containers[0].name}.log").read_text(errors="replace")
+            if (rehearsal.out / "pods" / p.name / "logs" / f"{p.containers[0].name}.log").exists() else "" for p in pods]
+
+
+def each_case_once(rehearsal: Any) -> tuple[bool, str]:
+    study = latest_run(rehearsal.out / "bucket", rehearsal.spec.results_prefix, STUDY_FILE) or {"cases": []}
+    keys = [(c["repeat"], c["variant"], c["testCase"], c.get("beside")) for c in study["cases"]]
+    return len(keys) == len(set(keys)) and bool(keys), f"{len(keys)} case(s) recorded, {len(keys) - len(set(keys))} twice"
+
+
+def tuner_killed(rehearsal: Any) -> dict[str, Any]:
+    """Killed mid-case; the Job's next pod waited for the lease to lapse, resumed, and measured
+    every case once (the killed one again)."""
+    logs = tuner_logs(rehearsal)
+    later = logs[1:]
+    waited = any(LEASE_WAIT in log for log in later)
+    resumed = any("resuming study" in log for log in later)
+    once, detail = each_case_once(rehearsal)
+    ok = "tuner-killed" in rehearsal.killed and waited and resumed and once
+    return _check("fault tuner-killed: the next pod waited for the lease to lapse, resumed, redid the case", ok,
+                  f"{len(logs)} tuner pod(s); a later one waited for the lease: {waited}, resumed: {resumed}; {detail}")
+
+
+def two_tuners(rehearsal: Any, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """The second tuner waited; no case (case.json: when it started and finished) was measured
+    while its server was scaled down."""
+    logs = tuner_logs(rehearsal, second=True)
+    waited = bool(logs) and LEASE_WAIT in logs[0]
+    downs = [e for e in rehearsal.timeline.of("scale") if e["replicas"] == 0]
+    under = [f"{c['variant']}/{c['testCase']}" for c in cases for e in downs
+             if e["subject"] == f"vllm-{c['variant']}" and c["startedAt"] <= e["wall"] <= c["finishedAt"]]
+    once, detail = each_case_once(rehearsal)
+    ok = "two-tuners" in rehearsal.killed and waited and not under and once
+    return _check("fault two-tuners: the second waited, no server scaled away under a case", ok,
+                  f"the second tuner's pods: {len(logs)}; it waited for the lease: {waited}; cases measured while their server was "
+                  f"scaled down: {under or 'none'}; {detail}")
 
 
 def _failed(rehearsal: Any, case: dict[str, Any]) -> bool:

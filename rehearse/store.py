@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 import urllib.parse
 import urllib.request
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from .processes import Timeline
 
@@ -90,33 +91,40 @@ class StoreView(Poller):
 
 
 class BucketWatch(Poller):
-    """Every write of a watched key onto the timeline, and how often each key was written."""
+    """Every write of a watched key onto the timeline, with the number of the listing that first
+    showed it (writes within one poll are not ordered), and how often each key was written."""
 
     def __init__(self, s3: Any, bucket: str, timeline: Timeline, interval: float = 0.5):
         super().__init__(f"watch {bucket}", interval)
         self.s3, self.bucket, self.timeline = s3, bucket, timeline
         self.seen: dict[str, str] = {}
         self.writes: Counter[str] = Counter()
+        self.polls = 0
 
     def step(self) -> None:
+        self.polls += 1
         for key, etag in sorted(all_objects(self.s3, self.bucket).items()):
             if self.seen.get(key) != etag:
                 self.seen[key] = etag
                 self.writes[key] += 1
                 if key.endswith(WATCHED):
-                    self.timeline.event("store-write", key, f"s3://{self.bucket}")
+                    self.timeline.event("store-write", key, f"s3://{self.bucket}", poll=self.polls)
 
 
 class FaultyS3(ThreadingHTTPServer):
     """A proxy in front of moto that answers 503 SlowDown to `burst` requests in a row, every
-    `every` requests (fault s3-5xx), and forwards the rest unchanged."""
+    `every` requests (fault s3-5xx; `every` 0: none), holds for `hold_s` the first request that
+    `hold` picks (fault prep-killed-mid-upload: `held` is set while it waits), and forwards the
+    rest unchanged."""
 
     daemon_threads = True
 
-    def __init__(self, upstream: str, every: int = 20, burst: int = 3):
+    def __init__(self, upstream: str, every: int = 20, burst: int = 3, hold: Callable[[str, str], bool] | None = None,
+                 hold_s: float = 0):
         self.upstream = urllib.parse.urlsplit(upstream)
-        self.every, self.burst = every, burst
+        self.every, self.burst, self.hold, self.hold_s = every, burst, hold, hold_s
         self.count = self.failed = 0
+        self.held = threading.Event()
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", 0), _ProxyHandler)
         self.thread = threading.Thread(target=self.serve_forever, args=(0.1,), daemon=True)
@@ -129,9 +137,17 @@ class FaultyS3(ThreadingHTTPServer):
     def fails_next(self) -> bool:
         with self.lock:
             self.count += 1
-            failing = self.count % self.every < self.burst and self.count > self.every
+            failing = bool(self.every) and self.count % self.every < self.burst and self.count > self.every
             self.failed += failing
             return failing
+
+    def holds(self, method: str, path: str) -> bool:
+        """Whether to hold this request: the first one `hold` picks."""
+        with self.lock:
+            if self.hold is None or self.held.is_set() or not self.hold(method, path):
+                return False
+            self.held.set()
+            return True
 
     def stop(self) -> None:
         self.shutdown()
@@ -165,6 +181,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         body = self._body()
+        if self.server.holds(self.command, self.path):
+            time.sleep(self.server.hold_s)
         if self.server.fails_next():
             self.send_response(503)
             self.send_header("Content-Type", "application/xml")
@@ -188,7 +206,13 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         upstream.close()
 
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+    def _answer(self) -> None:
+        try:
+            self._forward()
+        except (BrokenPipeError, ConnectionResetError):  # the client is gone (killed while its request was held)
+            self.close_connection = True
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _answer
 
 
 class HealthWatch(Poller):

@@ -1,5 +1,5 @@
 """Preparation throughput against local fakes (not a test): one model of FILES LFS files of MIB MiB
-each, streamed by modelstore/prepare.py from tests/fake_hub.py (its CDN redirects included) into
+each, streamed by modelstore/prepare.py from rehearse/hub.py (its CDN redirects included) into
 moto's S3, in this one process, with --parallel STREAMS and the disk bound the Job would get for
 that many streams (STREAMS x the largest file). Prints the bytes moved, the wall time, the rate
 (per stream and in all) and the peak local disk, sampled continuously. docs/models.md has the figures.
@@ -41,15 +41,14 @@ def main() -> None:
 
     from modelstore import prepare
     from modelstore.hub import Hub
-
-    from .fake_hub import FakeHub, FakeRepo
+    from rehearse.hub import LocalHub, Repository
 
     block = os.urandom(args.mib * MIB)
     files = {f"model-{i + 1:05d}-of-{args.files:05d}.safetensors": bytes([i]) + block[1:] for i in range(args.files)}
     files["config.json"] = b'{"architectures": ["LlamaForCausalLM"]}'
     total = sum(len(c) for c in files.values())
     bound = args.streams * args.mib * MIB
-    with mock_aws(), tempfile.TemporaryDirectory() as work, FakeHub({"org/model": FakeRepo(files)}) as hub:
+    with mock_aws(), tempfile.TemporaryDirectory() as work, LocalHub({"org/model": Repository(files)}) as hub:
         client = boto3.client("s3", region_name="us-east-2")
         client.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
         peak, watching = [0], [True]

@@ -210,19 +210,33 @@ def self_signed_ca(common_name: str) -> bytes:
 
 
 def test_in_cluster_the_api_is_reached_with_the_service_accounts_token_and_ca(monkeypatch, tmp_path):
+    """Where kubelet says the API server is (KUBERNETES_SERVICE_HOST/PORT, an IPv6 one in
+    brackets), trusted through the cluster's CA only, with the token read again for each request:
+    kubelet rotates a bound token, and a study outlives one."""
     (tmp_path / "token").write_text("eyJhbGciOiJSUzI1NiJ9.sa\n")
     (tmp_path / "ca.crt").write_bytes(self_signed_ca("kubernetes"))
     monkeypatch.setattr(telemetry, "SERVICE_ACCOUNT_DIR", tmp_path)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.100.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
     spy = Spy()
     monkeypatch.setattr(urllib.request, "urlopen", spy)
-    telemetry.KubernetesApi.in_cluster().get("/api/v1/namespaces/inference/pods")
-    [(url, headers, kwargs)] = spy.calls
-    assert (url, headers, kwargs["timeout"]) == ("https://kubernetes.default.svc/api/v1/namespaces/inference/pods",
+    api = telemetry.KubernetesApi.in_cluster()
+    api.get("/api/v1/namespaces/inference/pods")
+    (tmp_path / "token").write_text("eyJhbGciOiJSUzI1NiJ9.rotated\n")
+    api.get("/api/v1/namespaces/inference/pods")
+    [(url, headers, kwargs), (_, rotated, _)] = spy.calls
+    assert (url, headers, kwargs["timeout"]) == ("https://10.100.0.1:443/api/v1/namespaces/inference/pods",
                                                  {"Authorization": "Bearer eyJhbGciOiJSUzI1NiJ9.sa"}, 10)
+    assert rotated == {"Authorization": "Bearer eyJhbGciOiJSUzI1NiJ9.rotated"}
     context = kwargs["context"]
     # The server is trusted through the cluster's CA only, and its name is checked.
     assert [dict(field[0] for field in ca["subject"]) for ca in context.get_ca_certs()] == [{"commonName": "kubernetes"}]
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "fd00:10:96::1")
+    assert telemetry.KubernetesApi.in_cluster().base_url == "https://[fd00:10:96::1]:443"
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT")
+    with pytest.raises(RuntimeError, match="KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be set"):
+        telemetry.KubernetesApi.in_cluster()
 
 
 def test_a_terminating_pod_is_not_the_variants_pod(kubernetes):

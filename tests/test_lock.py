@@ -9,12 +9,11 @@ import pytest
 
 from modelstore.hub import Hub
 from offline.plan import pairing_lines
+from rehearse.hub import LocalHub, Repository
 from stackconfig import source as stack_source
 from stackconfig.source import PROJECT_DIR, StackFiles, load_stack
 from tools import lock
 from tools.preflight.hub import check_revisions
-
-from .fake_hub import FakeHub, FakeRepo
 
 STACK = "llama3.1-8b-llama3.2-1b"
 TARGET, DRAFT = "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B"
@@ -32,8 +31,8 @@ def project(tmp_path, monkeypatch):
 
 @pytest.fixture
 def hub():
-    repos = {TARGET: FakeRepo(dict(FILES), commit="a" * 40, tags=("v1.0",)), DRAFT: FakeRepo(dict(FILES), commit="b" * 40)}
-    with FakeHub(repos) as fake:
+    repos = {TARGET: Repository(dict(FILES), commit="a" * 40, tags=("v1.0",)), DRAFT: Repository(dict(FILES), commit="b" * 40)}
+    with LocalHub(repos) as fake:
         yield fake
 
 

@@ -13,8 +13,7 @@ import pytest
 
 from modelstore import fp8, prepare
 from modelstore.hub import Hub
-
-from .fake_hub import FakeHub, FakeRepo, lfs_sha256
+from rehearse.hub import LocalHub, Repository, lfs_sha256
 
 BUCKET, PREFIX = "models", "weights/org-model/main/hub/"
 CONFIG = b'{"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2}'
@@ -54,8 +53,8 @@ def keys(s3) -> set[str]:
 
 
 def test_a_model_is_uploaded_verified_then_its_manifest_then_its_marker(s3, tmp_path, capsys):
-    repo = FakeRepo(dict(FILES))
-    with FakeHub({"org/model": repo}) as hub:
+    repo = Repository(dict(FILES))
+    with LocalHub({"org/model": repo}) as hub:
         assert run(s3, hub.url, tmp_path) == 0
     loaded = {"config.json", "tokenizer.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"}
     assert keys(s3) == {PREFIX + "files/" + f for f in loaded} | {PREFIX + "manifest.json", PREFIX + ".complete"}
@@ -73,7 +72,7 @@ def test_a_model_is_uploaded_verified_then_its_manifest_then_its_marker(s3, tmp_
 
 @pytest.mark.parametrize("corrupt", ["model-00002-of-00002.safetensors", "config.json"])
 def test_a_file_that_does_not_verify_leaves_no_marker_and_fails(s3, tmp_path, capsys, corrupt):
-    with FakeHub({"org/model": FakeRepo(dict(FILES), corrupt=corrupt)}) as hub:
+    with LocalHub({"org/model": Repository(dict(FILES), corrupt=corrupt)}) as hub:
         assert run(s3, hub.url, tmp_path) == 1
     assert not {PREFIX + ".complete", PREFIX + "manifest.json"} & keys(s3)
     error = capsys.readouterr().err
@@ -83,8 +82,8 @@ def test_a_file_that_does_not_verify_leaves_no_marker_and_fails(s3, tmp_path, ca
 
 def test_a_prepared_model_is_not_prepared_again(s3, tmp_path, capsys):
     s3.put_object(Bucket=BUCKET, Key=PREFIX + ".complete", Body=b"{}")
-    repo = FakeRepo(dict(FILES))
-    with FakeHub({"org/model": repo}) as hub:
+    repo = Repository(dict(FILES))
+    with LocalHub({"org/model": repo}) as hub:
         assert run(s3, hub.url, tmp_path) == 0
     assert repo.requests == [] and "already prepared" in capsys.readouterr().out
 
@@ -98,14 +97,14 @@ def test_a_preparation_that_loses_the_race_leaves_the_winners_marker(s3, tmp_pat
         return real_put(**kwargs)
 
     s3.client.put_object = another_finishes_first
-    with FakeHub({"org/model": FakeRepo(dict(FILES))}) as hub:
+    with LocalHub({"org/model": Repository(dict(FILES))}) as hub:
         assert run(s3, hub.url, tmp_path) == 0
     assert s3.client.get_object(Bucket=BUCKET, Key=PREFIX + ".complete")["Body"].read() == b'{"commit": "winner"}'
     assert "first; its set stands" in capsys.readouterr().out
 
 
 def test_a_gated_model_needs_the_token_and_says_so(s3, tmp_path, capsys):
-    with FakeHub({"org/model": FakeRepo(dict(FILES), token="hf_secret")}) as hub:
+    with LocalHub({"org/model": Repository(dict(FILES), token="hf_secret")}) as hub:
         assert run(s3, hub.url, tmp_path) == 1
         assert "HTTP 401; the token cannot read it" in capsys.readouterr().err
         assert run(s3, hub.url, tmp_path, token="hf_secret") == 0
@@ -116,9 +115,9 @@ def test_the_token_never_follows_the_hubs_redirect_to_its_cdn(s3, tmp_path):
     """The hub redirects LFS downloads to another host; urllib would copy Authorization onto that
     request (the fake CDN refuses it, as presigned storage URLs may). huggingface_hub strips it on
     a redirect to another host, and so does modelstore/hub.py."""
-    with FakeHub({"org/model": FakeRepo(dict(FILES), token="hf_secret")}) as hub:
+    with LocalHub({"org/model": Repository(dict(FILES), token="hf_secret")}) as hub:
         assert run(s3, hub.url, tmp_path, token="hf_secret") == 0
-    lfs = sorted(f"/org/model/{FakeRepo(FILES).commit}/{f}" for f in FILES if f.endswith(".safetensors"))
+    lfs = sorted(f"/org/model/{Repository(FILES).commit}/{f}" for f in FILES if f.endswith(".safetensors"))
     assert sorted(hub.cdn_requests) == lfs and hub.token_seen_by_cdn == []
     assert PREFIX + ".complete" in keys(s3)
 
@@ -148,7 +147,7 @@ def test_the_token_is_read_from_the_file_the_pod_mounts(tmp_path):
 
 
 def test_a_pinned_revision_must_be_the_commit_the_hub_serves(s3, tmp_path, capsys):
-    with FakeHub({"org/model": FakeRepo(dict(FILES))}) as hub:
+    with LocalHub({"org/model": Repository(dict(FILES))}) as hub:
         assert run(s3, hub.url, tmp_path, revision="f" * 40) == 1
     assert "HTTP 404" in capsys.readouterr().err
 
@@ -189,7 +188,7 @@ FP8_PREFIX = "weights/org-model-fp8/main/neuron-fp8/"
 
 
 def test_fp8_is_rescaled_for_neuron_with_its_modules_file(s3, tmp_path):
-    with FakeHub({"org/model-fp8": FakeRepo(dict(CHECKPOINT))}) as hub:
+    with LocalHub({"org/model-fp8": Repository(dict(CHECKPOINT))}) as hub:
         assert run(s3, hub.url, tmp_path, "--bf16-modules", json.dumps(BF16_MODULES), model="org/model-fp8",
                    form="neuron-fp8", prefix=FP8_PREFIX) == 0
     body = s3.get_object(Bucket=BUCKET, Key=FP8_PREFIX + "files/model-00001-of-00001.safetensors")["Body"].read()
@@ -217,7 +216,7 @@ def tensor(body: bytes, start: int, info: dict) -> bytes:
 
 
 def test_fp8_whose_bf16_modules_differ_from_the_programs_is_refused(s3, tmp_path, capsys):
-    with FakeHub({"org/model-fp8": FakeRepo(dict(CHECKPOINT))}) as hub:
+    with LocalHub({"org/model-fp8": Repository(dict(CHECKPOINT))}) as hub:
         assert run(s3, hub.url, tmp_path, "--bf16-modules", json.dumps(["lm_head"]), model="org/model-fp8",
                    form="neuron-fp8", prefix=FP8_PREFIX) == 1
     assert FP8_PREFIX + ".complete" not in keys(s3)
@@ -299,7 +298,7 @@ SHARD_BYTES = max(len(c) for c in STREAMED.values())
 def test_a_model_larger_than_the_disk_bound_streams_through_it(s3, tmp_path, form, copies):
     bound = 2 * copies * SHARD_BYTES  # two shards in flight, with three workers asking
     assert sum(len(c) for c in STREAMED.values()) > bound
-    repo = FakeRepo(dict(STREAMED), token="hf_secret")
+    repo = Repository(dict(STREAMED), token="hf_secret")
     disk = PeakDisk(tmp_path / "work")
     real_upload = s3.client.upload_file
 
@@ -310,7 +309,7 @@ def test_a_model_larger_than_the_disk_bound_streams_through_it(s3, tmp_path, for
     s3.client.upload_file = upload_sampling_first
     modules = [f"layers.{i}.self_attn" for i in range(SHARDS)]
     prefix = f"weights/org-model/main/{form}/"
-    with FakeHub({"org/model": repo}) as hub, disk:
+    with LocalHub({"org/model": repo}) as hub, disk:
         assert run(s3, hub.url, tmp_path, "--scratch-bytes", str(bound), "--bf16-modules", json.dumps(modules),
                    form=form, prefix=prefix, token="hf_secret") == 0
     assert len(hub.cdn_requests) == SHARDS and hub.token_seen_by_cdn == []
@@ -327,7 +326,7 @@ def test_a_model_larger_than_the_disk_bound_streams_through_it(s3, tmp_path, for
 
 def test_a_corrupt_file_in_a_streamed_model_leaves_no_manifest_no_marker_and_no_local_copy(s3, tmp_path, capsys):
     corrupt = f"model-00004-of-{SHARDS:05d}.safetensors"
-    with FakeHub({"org/model": FakeRepo(dict(STREAMED), corrupt=corrupt)}) as hub:
+    with LocalHub({"org/model": Repository(dict(STREAMED), corrupt=corrupt)}) as hub:
         assert run(s3, hub.url, tmp_path, "--scratch-bytes", str(2 * SHARD_BYTES)) == 1
     assert not {PREFIX + ".complete", PREFIX + "manifest.json"} & keys(s3)
     assert f"{corrupt} does not verify" in capsys.readouterr().err
@@ -335,8 +334,8 @@ def test_a_corrupt_file_in_a_streamed_model_leaves_no_manifest_no_marker_and_no_
 
 
 def test_a_file_larger_than_the_bound_fails_before_anything_is_downloaded(s3, tmp_path, capsys):
-    repo = FakeRepo(dict(STREAMED))
-    with FakeHub({"org/model": repo}) as hub:
+    repo = Repository(dict(STREAMED))
+    with LocalHub({"org/model": repo}) as hub:
         assert run(s3, hub.url, tmp_path, "--scratch-bytes", str(SHARD_BYTES - 1)) == 1
     assert [r for r in repo.requests if "/resolve/" in r] == [] and keys(s3) == set()
     assert f"{SHARD_BYTES / 1024:.1f} KiB of local disk, more than the preparation's bound" in capsys.readouterr().err

@@ -7,10 +7,9 @@ import pytest
 
 from modelstore.hub import RemoteFile
 from offline.stacks import load_stack
+from rehearse.hub import LocalHub, Repository
 from stackconfig.store import HUB_SHARD_BYTES, SAFETENSORS_HEADER_BYTES
 from tools.preflight import hub
-
-from .fake_hub import FakeHub, FakeRepo
 
 QWEN, LLAMA_405B = "qwen3-32b-qwen3-1.7b", "llama3.1-405b-llama3.2-1b"
 
@@ -60,12 +59,12 @@ def test_a_checkpoint_much_smaller_than_recorded_warns():
 
 @pytest.fixture
 def hub_of(monkeypatch):
-    def start(repos: dict[str, FakeRepo]) -> FakeHub:
-        fake = FakeHub(repos).__enter__()
+    def start(repos: dict[str, Repository]) -> LocalHub:
+        fake = LocalHub(repos).__enter__()
         monkeypatch.setenv("HF_ENDPOINT", fake.url)
         started.append(fake)
         return fake
-    started: list[FakeHub] = []
+    started: list[LocalHub] = []
     yield start
     for fake in started:
         fake.__exit__(None, None, None)
@@ -75,7 +74,7 @@ def test_the_check_asks_the_hub_at_each_models_pinned_revision(hub_of):
     """Through a stand-in hub: metadata only (no file is downloaded), at the commit the stack pins.
     The stand-in's files are a few bytes, far below the recorded sizes: a WARN per model."""
     spec = load_stack(QWEN).spec()
-    repos = {m.model: FakeRepo({"model.safetensors": b"x" * 64, "config.json": b"{}"}, commit=m.revision)
+    repos = {m.model: Repository({"model.safetensors": b"x" * 64, "config.json": b"{}"}, commit=m.revision)
              for m in spec.prepared_models}
     fake = hub_of(repos)
 
@@ -91,7 +90,7 @@ def test_the_check_asks_the_hub_at_each_models_pinned_revision(hub_of):
 
 def test_gated_models_without_a_token_are_not_asked_for(hub_of):
     spec = load_stack(LLAMA_405B).spec()
-    repos = {m.model: FakeRepo({"model.safetensors": b"x"}) for m in spec.prepared_models}
+    repos = {m.model: Repository({"model.safetensors": b"x"}) for m in spec.prepared_models}
     hub_of(repos)
     result = hub.check_checkpoints(spec, lambda: hub.Token(None, "HF_TOKEN is not set"))
     assert result.status == "WARN" and "could not verify: HF_TOKEN is not set" in result.found
@@ -100,7 +99,7 @@ def test_gated_models_without_a_token_are_not_asked_for(hub_of):
 
 def test_a_token_the_hub_refuses_is_could_not_verify_and_never_printed(hub_of):
     spec = load_stack(LLAMA_405B).spec()
-    repos = {m.model: FakeRepo({"model.safetensors": b"x"}, commit=m.revision if len(m.revision) == 40 else
+    repos = {m.model: Repository({"model.safetensors": b"x"}, commit=m.revision if len(m.revision) == 40 else
                                "0123456789abcdef0123456789abcdef01234567", token="hf_the_right_one")
              for m in spec.prepared_models}
     hub_of(repos)

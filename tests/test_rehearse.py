@@ -7,28 +7,34 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
 from pathlib import Path
 from types import SimpleNamespace
 
 import boto3
+import kubernetes_validate
 import pytest
 from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
+from benchmark import telemetry, tuner
 from benchmark.pod import RUN_CONFIG
 from modelstore.hub import Hub
 from modelstore.layout import LOCAL_COMPLETE, LOCAL_RESTORED
 from offline.plan import write_plan
 from rehearse import engine, outcomes
-from rehearse.cli import PODSETUP_LINE, stand_in_problems
+from rehearse.cli import PODSETUP_LINE, ROOT_CA_CONFIG_MAP, stand_in_problems
 from rehearse.faults import FAULTS, PUBLISHER_POLL_S, FaultError, parse_faults
-from rehearse.hub import LocalHub
+from rehearse.hub import LocalHub, Repository
 from rehearse.kube import Cluster, Workload, read_plan
-from rehearse.kubelet import EMPTYDIR_EVICTION, Controller, Localizer, LocalPod, Node, quantity_bytes
+from rehearse.kubeapi import SERVICE_ACCOUNT_MOUNT, KubernetesApi, allowed, grants_of, service_account_token, serving_certificate
+from rehearse.kubelet import EMPTYDIR_EVICTION, ControlledWorkloads, Controller, Localizer, LocalPod, Node, quantity_bytes
 from rehearse.processes import Supervisor, Timeline
 from rehearse.store import FaultyS3, StoreView
 from rehearse.venv import STAMP, stamp_of
@@ -65,7 +71,6 @@ def test_an_unknown_fault_exits_2_naming_the_faults(run_cli):
 @pytest.mark.parametrize("stack, reason", [
     ("llama3.1-8b-instruct-eagle3", "speculates with eagle3: the rehearsal builds draft models only"),
     ("llama3.1-405b-llama3.2-1b", "is prepared as neuron-fp8"),
-    ("qwen3-32b-study", "a tuning study's tuner scales the servers through the in-cluster Kubernetes API"),
     ("llama3.1-8b-distributed", "variant distributed runs 2 servers (distributed): the rehearsal stands in for vLLM servers only"),
 ])
 def test_a_stack_it_cannot_stand_in_for_is_refused_with_the_reason(stack, reason, run_cli):
@@ -79,8 +84,20 @@ def test_a_platform_stack_has_nothing_to_rehearse(run_cli):
     assert result.returncode == 2 and "platform" in result.stderr
 
 
-def test_the_seed_pairing_is_one_it_stands_in_for():
+def test_the_seed_pairing_and_the_qwen3_study_are_ones_it_stands_in_for():
     assert stand_in_problems(load_stack("qwen3-32b-qwen3-1.7b").spec()) == []
+    assert stand_in_problems(load_stack("qwen3-32b-study").spec()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--stack", "qwen3-32b-qwen3-1.7b", "--faults", "tuner-killed"), "faults tuner-killed act on a study's tuner"),
+    (("--stack", "qwen3-32b-qwen3-1.7b", "--repeats", "2"), "--configurations and --repeats shape a tuning study"),
+    (("--stack", "qwen3-32b-study", "--configurations", "qwen3-0-6b-k5,nope"), "--configurations: unknown nope"),
+    (("--stack", "qwen3-32b-study", "--repeats", "0"), "--repeats must be at least 1"),
+])
+def test_a_study_shape_or_fault_that_does_not_fit_the_stack_exits_2(args, message, run_cli):
+    result = run_cli(*args)
+    assert result.returncode == 2 and message in result.stderr
 
 
 def test_ctrl_c_stops_every_process_it_started_by_its_own_id(tmp_path):
@@ -114,7 +131,8 @@ def test_faults_parse_in_order_and_refuse_doubles():
     assert parse_faults("") == ()
     with pytest.raises(FaultError, match="named twice"):
         parse_faults("s3-5xx,s3-5xx")
-    assert {"healthy-before-compile-complete", "server-crash", "s3-5xx", "emptydir-over-limit", "compile-fails"} <= set(FAULTS)
+    assert {"healthy-before-compile-complete", "server-crash", "s3-5xx", "emptydir-over-limit", "compile-fails",
+            "prep-killed-mid-upload", "tuner-killed", "two-tuners"} == set(FAULTS)
     assert all(f.outcome and f.does for f in FAULTS.values())
 
 
@@ -159,9 +177,28 @@ def test_the_rendered_pairing_is_what_the_rehearsal_expects(tmp_path):
         assert engine.translate(server.pod["containers"][0]["args"])[0]  # every rendered flag is one the engine knows
 
 
+def test_the_rendered_study_gives_the_tuner_what_the_rehearsal_stands_in_for(tmp_path):
+    """The study's tuner pod mounts its token where the rehearsal binds it, projects the CA from the
+    ConfigMap the rehearsal publishes, and its Role (as the API stand-in reads it) may scale every
+    study server and nothing else."""
+    write_plan(recorded("qwen3-32b-study"), tmp_path)
+    rendered = read_plan(tmp_path / "manifests")
+    spec = load_stack("qwen3-32b-study").spec()
+    tuner_pod = next(w for w in rendered.workloads if w.name.startswith("llmperf")).pod
+    mounts = {m["mountPath"]: m["name"] for m in tuner_pod["containers"][0]["volumeMounts"]}
+    volume = next(v for v in tuner_pod["volumes"] if v["name"] == mounts[SERVICE_ACCOUNT_MOUNT])
+    assert {"name": ROOT_CA_CONFIG_MAP, "items": [{"key": "ca.crt", "path": "ca.crt"}]} in [
+        src["configMap"] for src in volume["projected"]["sources"] if "configMap" in src]
+    ((namespace, rules),) = rendered.grants.values()
+    servers = [w.name for w in rendered.workloads if w.kind == "Deployment"]
+    assert namespace == spec.namespace and len(servers) == len(spec.variants)
+    assert all(allowed(rules, "apps", "deployments/scale", "patch", name) for name in servers)
+    assert not allowed(rules, "apps", "deployments/scale", "patch", "another") and not allowed(rules, "apps", "deployments", "patch", servers[0])
+
+
 # -- pods as processes -----------------------------------------------------------------------------
 def cluster() -> Cluster:
-    return Cluster(workloads=[], config_maps={}, secrets={}, services={}, claims={})
+    return Cluster(workloads=[], config_maps={}, secrets={}, services={}, claims={}, grants={})
 
 
 def workload(kind: str, containers: list[dict], sidecars: list[dict] = (), volumes: list[dict] = (), backoff: int = 0) -> Workload:
@@ -353,14 +390,15 @@ def test_the_local_hub_redirects_weights_to_its_cdn_and_the_preparation_client_v
     folder.mkdir()
     (folder / "config.json").write_text('{"a": 1}')
     (folder / "model.safetensors").write_bytes(b"\x00" * 4096)
-    with LocalHub({"Org/Model": folder}) as hub:
+    with LocalHub({"Org/Model": Repository.from_folder(folder), "Org/Pinned": Repository.from_folder(folder, "c" * 40)}) as hub:
         client = Hub(hub.url)
         revision = client.revision("Org/Model", "main")
-        assert revision.commit == hub.repos["Org/Model"].main
+        assert revision.commit == hub.repos["Org/Model"].commit != "c" * 40
+        assert client.revision("Org/Pinned", "c" * 40).commit == "c" * 40
         for remote in revision.files:
             client.download("Org/Model", revision.commit, remote, tmp_path / "out" / remote.path, lambda n: None)
         assert (tmp_path / "out" / "model.safetensors").read_bytes() == b"\x00" * 4096
-        assert any(p.startswith("/blobs/") for p in hub.requests)  # the second host served the weights
+        assert hub.cdn_requests == [f"/Org/Model/{revision.commit}/model.safetensors"]  # the second host served the weights
 
 
 # -- the engine stand-in -----------------------------------------------------------------------------
@@ -521,3 +559,196 @@ def test_server_crash_wants_a_restart_and_the_case_recorded_failed(tmp_path):
     record["cases"] = [{**c, "failed": 2, "short": True} if c["variant"] == "sd" else c for c in record["cases"]]
     run.write_text(json.dumps(record))
     assert [c["check"] for c in outcomes.check(rehearsal) if not c["ok"]] == []
+
+
+# -- the Kubernetes API the tuner reaches ------------------------------------------------------------
+def rbac(namespace: str, names: list[str]) -> list[dict]:
+    """A rendered Role and RoleBinding, as components/pairing/benchmark_access.py writes them."""
+    return [{"kind": "Role", "metadata": {"name": "tuner", "namespace": namespace}, "rules": [
+                {"apiGroups": ["apps"], "resources": ["deployments/scale"], "verbs": ["get", "patch"], "resourceNames": names},
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}]},
+            {"kind": "RoleBinding", "metadata": {"name": "tuner", "namespace": namespace},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "tuner"},
+             "subjects": [{"kind": "ServiceAccount", "name": "llmperf", "namespace": namespace}]}]
+
+
+def test_the_tuner_scales_the_rehearsals_deployments_through_the_api_under_the_rendered_role(world, monkeypatch):
+    """The pod's own client (benchmark/telemetry.py in_cluster: KUBERNETES_SERVICE_HOST/PORT, the
+    CA, the token file) over TLS to the API stand-in in front of the controllers: a scale the Role
+    allows starts the Deployment's pod; scaled down, the pod is listed terminating until its
+    containers stopped, then not at all; a Deployment the Role does not name answers 403."""
+    tmp_path, timeline, supervisor, node = world
+    stopping = ["bash", "-c", "trap 'sleep 1; exit 0' TERM; while true; do sleep 0.1; done"]
+    servers = {name: Workload(kind="Deployment", name=name, namespace="ns", replicas=0, pod_labels={"sd-trn2/variant": name},
+                              pod={"containers": [{"name": "vllm", "image": "vllm", "command": stopping}],
+                                   "terminationGracePeriodSeconds": 5})
+               for name in ("vllm-a", "vllm-b")}
+    controllers = {name: Controller(w, lambda w, n: LocalPod(w, n, cluster(), node, tmp_path / "pods", supervisor, timeline), timeline)
+                   for name, w in servers.items()}
+    _, certificate, key = serving_certificate(tmp_path / "api")
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    (account / "token").write_text(service_account_token("ns", "llmperf"))
+    shutil.copyfile(tmp_path / "api" / "ca.crt", account / "ca.crt")
+    monkeypatch.setattr(telemetry, "SERVICE_ACCOUNT_DIR", account)
+    with KubernetesApi(grants_of(rbac("ns", ["vllm-a"])), ControlledWorkloads(controllers), tls=(certificate, key)) as api:
+        monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(api.port))
+        scaler = tuner.KubernetesScaler(telemetry.KubernetesApi.in_cluster(), "ns")
+        scaler.scale("vllm-a", 1)
+        assert scaler.replicas("vllm-a") == 1 and api.history == [frozenset({"vllm-a"})]
+        run_until(controllers["vllm-a"], lambda: [p for p in scaler.pods({"sd-trn2/variant": "vllm-a"})
+                                                  if "running" in p["status"]["containerStatuses"][0]["state"]])
+        (pod,) = scaler.pods({"sd-trn2/variant": "vllm-a"})
+        kubernetes_validate.validate(pod, "1.34", strict=True)
+        assert tuner.pod_failure([pod]) is None and scaler.pods({"sd-trn2/variant": "vllm-b"}) == []
+        scaler.scale("vllm-a", 0)
+        (leaving,) = scaler.pods({"sd-trn2/variant": "vllm-a"})  # its container takes a second to stop
+        assert leaving["metadata"]["deletionTimestamp"]
+        run_until(controllers["vllm-a"], lambda: not scaler.pods({"sd-trn2/variant": "vllm-a"}))
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            scaler.scale("vllm-b", 1)
+        assert refused.value.code == 403 and api.forbidden == ["patch deployments/scale vllm-b"]
+        assert controllers["vllm-b"].replicas == 0 and not controllers["vllm-b"].pods
+        stranger = telemetry.KubernetesApi(api.address, "not-a-token", ssl.create_default_context(cafile=str(account / "ca.crt")))
+        with pytest.raises(urllib.error.HTTPError) as unknown:
+            stranger.get("/api/v1/namespaces/ns/pods")
+        assert unknown.value.code == 401
+    for controller in controllers.values():
+        controller.stop()
+
+
+def test_a_crashing_servers_pod_shows_what_the_tuner_counts_as_failed(world):
+    crashing = Workload(kind="Deployment", name="vllm-a", namespace="ns", pod_labels={"app": "a"},
+                        pod={"containers": [{"name": "vllm", "image": "vllm", "command": ["bash", "-c", "exit 3"]}]})
+    controller = controller_for(world, crashing)
+    run_until(controller, lambda: controller.pods and controller.pods[0].containers[0].exit_codes)
+    pod = controller.pods[0].as_pod()
+    kubernetes_validate.validate(pod, "1.34", strict=True)
+    status = pod["status"]["containerStatuses"][0]
+    assert status["state"]["waiting"]["reason"] == "CrashLoopBackOff" and status["lastState"]["terminated"]["exitCode"] == 3
+    controller.pods[0].containers[0].restarts = 2  # as after two restarts
+    assert "exited 3 (Error) 2 times" in tuner.pod_failure([controller.pods[0].as_pod()])
+    controller.stop()
+
+
+UNSHARE = shutil.which("unshare") and subprocess.run(["unshare", "--user", "--map-root-user", "--mount", "true"],
+                                                     capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not UNSHARE, reason="needs unshare(1) with user namespaces")
+def test_a_container_finds_its_service_account_at_the_fixed_path_and_this_machine_does_not(world):
+    tmp_path, timeline, _, _ = world
+    api_volume = {"name": "kubernetes-api", "projected": {"sources": [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}}
+    # The command names the path through its parent, which the rehearsal does not rewrite (a
+    # client library's fixed path); it is read-only there.
+    parent, account = SERVICE_ACCOUNT_MOUNT.rsplit("/", 1)
+    reader = {"name": "main", "command": ["bash", "-c", f"cd {parent}/./{account} && cat token ca.crt namespace && ! touch x && hostname"],
+              "volumeMounts": [{"name": "kubernetes-api", "mountPath": SERVICE_ACCOUNT_MOUNT, "readOnly": True}]}
+    job = workload("Job", [reader], volumes=[api_volume])
+    world_cluster = Cluster(workloads=[], config_maps={"kube-root-ca.crt": {"ca.crt": "--CA--"}}, secrets={}, services={},
+                            claims={}, grants={})
+    _, _, supervisor, node = world
+    controller = Controller(job, lambda w, n: LocalPod(w, n, world_cluster, node, tmp_path / "pods", supervisor, timeline), timeline)
+    run_until(controller, controller.done.is_set)
+    assert controller.condition == "Complete"
+    log = (tmp_path / "pods" / controller.pods[0].name / "logs" / "main.log").read_text()
+    assert f"{service_account_token('ns', 'default')}--CA--ns" in log and log.endswith(f"\n{controller.pods[0].name}\n")
+    assert not Path(SERVICE_ACCOUNT_MOUNT).exists() or Path(SERVICE_ACCOUNT_MOUNT).is_symlink()
+
+
+def test_a_held_upload_is_held_once_and_then_forwarded(moto_server):
+    proxy = FaultyS3(moto_server, every=0, hold=lambda method, path: method == "PUT" and "/files/" in path, hold_s=0.5)
+    try:
+        s3 = boto3.client("s3", endpoint_url=proxy.url, region_name=REGION, aws_access_key_id="testing", aws_secret_access_key="testing")
+        s3.create_bucket(Bucket="held", CreateBucketConfiguration={"LocationConstraint": REGION})
+        assert not proxy.held.is_set()
+        started = time.monotonic()
+        s3.put_object(Bucket="held", Key="weights/m/files/a", Body=b"a")
+        assert proxy.held.is_set() and time.monotonic() - started >= 0.5
+        started = time.monotonic()
+        s3.put_object(Bucket="held", Key="weights/m/files/b", Body=b"b")
+        assert time.monotonic() - started < 0.5 and proxy.failed == 0
+    finally:
+        proxy.stop()
+
+
+# -- the outcomes of the preparation's and the tuner's faults ----------------------------------------
+def prepared_with(tmp_path, *, complete: bool = True, marker_first: bool = False, retried: bool = True) -> SimpleNamespace:
+    rehearsal = left_behind(tmp_path, ("prep-killed-mid-upload",))
+    prefix = next(m.prefix for m in rehearsal.spec.prepared_models if m.model == rehearsal.spec.serving.target)
+    files = rehearsal.out / "bucket" / prefix / "files"
+    files.mkdir(parents=True)
+    (files / "model.safetensors").write_bytes(b"x" * (10 if complete else 4))
+    (rehearsal.out / "bucket" / prefix / "manifest.json").write_text(json.dumps({"files": [
+        {"path": "model.safetensors", "size": 10, "sha256": "0" * 64}]}))
+    order = [prefix + ".complete", prefix + "manifest.json"] if marker_first else [prefix + "manifest.json", prefix + ".complete"]
+    for poll, key in enumerate(order, start=7):
+        rehearsal.timeline.event("store-write", key, "s3://b", poll=poll)
+    if retried:
+        rehearsal.timeline.event("job-retry", "prepare-target", "pod 1 of 3 failed")
+    rehearsal.watch.writes[prefix + ".complete"] = 1
+    rehearsal.killed, rehearsal.prep_victim = {"prep-killed-mid-upload"}, "prepare-target"
+    return rehearsal
+
+
+def test_prep_killed_mid_upload_wants_a_retry_and_the_marker_after_a_complete_manifest(tmp_path):
+    assert outcome(outcomes.check(prepared_with(tmp_path / "ok")), "fault prep-killed")["ok"]
+    together = prepared_with(tmp_path / "together", marker_first=True)  # listed by one poll, the marker's key first (sorted)
+    for event in together.timeline.events:
+        event["poll"] = 7 if event["kind"] == "store-write" else None
+    assert outcome(outcomes.check(together), "fault prep-killed")["ok"]
+    for name, kwargs in {"short": {"complete": False}, "early": {"marker_first": True}, "alone": {"retried": False}}.items():
+        assert not outcome(outcomes.check(prepared_with(tmp_path / name, **kwargs)), "fault prep-killed")["ok"], name
+
+
+def study_left(tmp_path, fault: str, logs: list[str], cases: list[dict], scales: list[tuple] = ()) -> SimpleNamespace:
+    """A study rehearsal's leavings, as far as the tuner's faults read them."""
+    spec = load_stack("qwen3-32b-study").spec()
+    out = tmp_path / "out"
+    study = out / "bucket" / spec.results_prefix / "study-1-llmperf"
+    study.mkdir(parents=True)
+    (study / "study.json").write_text(json.dumps({"status": "complete", "cases": cases}))
+    pods = []
+    for i, log in enumerate(logs):
+        name = f"llmperf-{i}"
+        (out / "pods" / name / "logs").mkdir(parents=True)
+        (out / "pods" / name / "logs" / "llmperf.log").write_text(log)
+        pods.append(SimpleNamespace(name=name, containers=[SimpleNamespace(name="llmperf")]))
+    timeline = Timeline(tmp_path / "timeline.jsonl")
+    for name, replicas, wall in scales:
+        timeline.event("scale", name, f"replicas {replicas}", replicas=replicas, wall=wall)
+    job = SimpleNamespace(name="llmperf")
+    controllers = {"llmperf": SimpleNamespace(workload=job, pods=pods[:1]),
+                   outcomes.SECOND_TUNER.format(job="llmperf"): SimpleNamespace(workload=job, pods=pods[1:])}
+    return SimpleNamespace(spec=spec, out=out, timeline=timeline, killed={fault}, benchmark="llmperf", controllers=controllers)
+
+
+def case(variant: str, started: float, finished: float, repeat: int = 1) -> dict:
+    """A case as study.json and case.json together hold it (study.json: which; case.json: when)."""
+    return {"repeat": repeat, "variant": variant, "testCase": "counting", "beside": None, "startedAt": started, "finishedAt": finished}
+
+
+WAITED = "waiting for the study running in this namespace to end (study-1-llmperf (pod llmperf-0) holds lease llmperf-tuner, ..."
+
+
+def test_tuner_killed_wants_the_next_pod_to_wait_for_the_lease_resume_and_measure_each_case_once(tmp_path):
+    cases = [case("base", 1, 2), case("qwen3-0-6b-k5", 3, 4)]
+    ok = study_left(tmp_path / "ok", "tuner-killed", ["holding lease", f"{WAITED}\nresuming study study-1: 1 case(s)"], cases)
+    assert outcomes.tuner_killed(ok)["ok"]
+    assert not outcomes.tuner_killed(study_left(tmp_path / "one-pod", "tuner-killed", ["holding lease"], cases))["ok"]
+    twice = study_left(tmp_path / "twice", "tuner-killed", ["", f"{WAITED}\nresuming study"], cases + cases[1:])
+    assert not outcomes.tuner_killed(twice)["ok"]
+
+
+def test_two_tuners_wants_the_second_to_wait_and_no_server_scaled_away_under_a_case(tmp_path):
+    cases = [case("base", 10, 20), case("qwen3-0-6b-k5", 30, 40)]
+    after = [("vllm-qwen3-0-6b-k5", 1, 25), ("vllm-qwen3-0-6b-k5", 0, 45)]
+    assert outcomes.two_tuners(study_left(tmp_path / "ok", "two-tuners", ["", WAITED], cases, after), cases)["ok"]
+    under = [("vllm-qwen3-0-6b-k5", 1, 25), ("vllm-qwen3-0-6b-k5", 0, 35)]
+    check = outcomes.two_tuners(study_left(tmp_path / "under", "two-tuners", ["", WAITED], cases, under), cases)
+    assert not check["ok"] and "qwen3-0-6b-k5/counting" in check["detail"]
+    assert not outcomes.two_tuners(study_left(tmp_path / "no-wait", "two-tuners", ["", "holding lease"], cases, after), cases)["ok"]

@@ -23,9 +23,12 @@ STACK = "qwen3-32b-qwen3-1.7b"
 SMALL = ["--requests", "2", "--output-tokens", "32", "--test-cases", "counting,sonnets"]
 
 
-def rehearse(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+STUDY = "qwen3-32b-study"
+
+
+def rehearse(tmp_path, *args: str, stack: str = STACK, shape: tuple[str, ...] = tuple(SMALL)) -> tuple[subprocess.CompletedProcess, dict]:
     out = tmp_path / "rehearsal"
-    result = subprocess.run([sys.executable, "-m", "tools", "rehearse", "--stack", STACK, "--out", str(out), *SMALL, *args],
+    result = subprocess.run([sys.executable, "-m", "tools", "rehearse", "--stack", stack, "--out", str(out), *shape, *args],
                             cwd=PROJECT_DIR, capture_output=True, text=True, timeout=40 * 60)
     checks = {c["check"]: c for c in json.loads((out / "outcomes.json").read_text())} if (out / "outcomes.json").exists() else {}
     return result, {"out": out, "checks": checks}
@@ -50,8 +53,25 @@ def test_the_seed_pairing_rehearses_end_to_end(tmp_path):
 
 
 @pytest.mark.parametrize("fault", ["healthy-before-compile-complete", "server-crash", "s3-5xx", "emptydir-over-limit",
-                                   "compile-fails"])
+                                   "compile-fails", "prep-killed-mid-upload"])
 def test_each_fault_ends_in_its_documented_outcome(tmp_path, fault):
     result, run = rehearse(tmp_path, "--faults", fault)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert any(name.startswith(f"fault {fault}") and c["ok"] for name, c in run["checks"].items())
+
+
+def test_the_study_rehearses_in_its_small_shape_and_leaves_the_labelled_tuning_report(tmp_path):
+    result, run = rehearse(tmp_path, stack=STUDY, shape=("--requests", "2", "--output-tokens", "32"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = run["out"]
+    assert all(c["ok"] for c in run["checks"].values()) and "study servers scaled one configuration at a time" in run["checks"]
+    assert (out / "tuning.md").read_text().startswith(f"> **{LABEL}.**")
+    assert json.loads((out / "tuning.json").read_text())["rehearsal"]["configurations"] == ["qwen3-0-6b-k5", "qwen3-0-6b-k7"]
+
+
+@pytest.mark.parametrize("fault", ["tuner-killed", "two-tuners"])
+def test_each_tuner_fault_ends_in_its_documented_outcome(tmp_path, fault):
+    result, run = rehearse(tmp_path, "--faults", fault, "--configurations", "qwen3-0-6b-k5", stack=STUDY,
+                           shape=("--requests", "2", "--output-tokens", "32"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert any(name.startswith(f"fault {fault}") and c["ok"] for name, c in run["checks"].items())

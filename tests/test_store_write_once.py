@@ -13,9 +13,9 @@ import pytest
 from components.platform.model_store import bucket_policy
 from modelstore import objects, prepare, publish
 from modelstore.hub import Hub
+from rehearse.hub import LocalHub, Repository
 
 from .conftest import STANDALONE, recorded
-from .fake_hub import FakeHub, FakeRepo
 from .iam_eval import ALLOW, EXPLICIT_DENY, IMPLICIT_DENY, decide, s3_request
 from .modelstore_helpers import ARTIFACT, BUCKET, compiled
 
@@ -122,7 +122,7 @@ WEIGHTS = {"config.json": b'{"architectures": ["LlamaForCausalLM"]}',
 
 def test_the_writers_own_requests_all_pass_the_bucket_policy(models_bucket, tmp_path, small_parts):
     requests = Requests(models_bucket)
-    with FakeHub({"org/model": FakeRepo(dict(WEIGHTS))}) as hub:
+    with LocalHub({"org/model": Repository(dict(WEIGHTS))}) as hub:
         assert prepare_model(models_bucket, hub.url, tmp_path) == 0
     graph = bytes(range(251)) * (32 * 1024)  # ~7.8 MiB: a multipart upload and a two-part copy
     assert publish.publish_once(models_bucket, BUCKET, ARTIFACT, compiled(tmp_path, "a", graph), "pod-a") \
@@ -186,7 +186,7 @@ def test_a_writer_that_loses_the_race_after_its_upload_checks_what_won(models_bu
 def test_a_preparation_meeting_other_bytes_fails_without_a_marker(models_bucket, tmp_path, capsys):
     prefix = "weights/org-model/main/hub/"
     models_bucket.put_object(Bucket=BUCKET, Key=prefix + "files/model-00002-of-00002.safetensors", Body=b"not these")
-    with FakeHub({"org/model": FakeRepo(dict(WEIGHTS))}) as hub:
+    with LocalHub({"org/model": Repository(dict(WEIGHTS))}) as hub:
         assert prepare_model(models_bucket, hub.url, tmp_path) == 1
     listed = {o["Key"] for o in models_bucket.list_objects_v2(Bucket=BUCKET)["Contents"]}
     assert prefix + ".complete" not in listed and prefix + "manifest.json" not in listed
@@ -195,7 +195,7 @@ def test_a_preparation_meeting_other_bytes_fails_without_a_marker(models_bucket,
 
 def test_a_preparation_killed_before_its_marker_is_finished_by_its_retry(models_bucket, tmp_path, monkeypatch):
     prefix = "weights/org-model/main/hub/"
-    with FakeHub({"org/model": FakeRepo(dict(WEIGHTS))}) as hub:
+    with LocalHub({"org/model": Repository(dict(WEIGHTS))}) as hub:
         monkeypatch.setattr(prepare, "put_if_absent", lambda *a: (_ for _ in ()).throw(OSError("killed")))
         assert prepare_model(models_bucket, hub.url, tmp_path / "first") == 1
         monkeypatch.undo()

@@ -7,9 +7,9 @@ import pytest
 
 from offline.plan import study_lines
 from offline.stacks import load_stack, run_stack
+from rehearse.kubeapi import allowed
 from stackconfig.timeline import study_modes
 
-from .fake_kubernetes import allowed
 from .stackconfig_helpers import PLUGIN, SMALL, problems_for
 
 STUDY_STACKS = ("qwen3-32b-study", "llama3.1-8b-eagle3-study")
