@@ -285,6 +285,12 @@ class BenchmarkSettings:
     metric_dimensions: str = "names"
     """The CloudWatch dimension values: "names" or the EKS sample's ("eks-sample"; benchmark/pod.py)."""
 
+    @property
+    def load_levels(self) -> int:
+        """Loads each test case is measured at: one `concurrency` today. The one place the study's
+        estimate (stackconfig/timeline.py) counts them, so a load list multiplies the cases there."""
+        return 1
+
 
 @dataclass(frozen=True)
 class GridPoint:
