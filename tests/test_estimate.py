@@ -17,7 +17,6 @@ from stackconfig.timeline import (
     NEURON_LOAD,
     SERVER_START,
     STORE_TO_NVME,
-    PreviousRunError,
     approx,
     benchmark_minutes,
     measured_seconds_per_token,
