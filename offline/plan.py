@@ -23,6 +23,7 @@ from stackconfig.store import unpinned
 from stackconfig.timeline import Figure, PreviousRunError, cold_path, describe, measured_seconds_per_token, study_modes, terms
 from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION, stack_addons
 
+from .collector import paused_then_frozen
 from .engine import Recording
 from .stacks import PROJECT_DIR, load_stack, run_stack, stack_argument, stack_names
 
@@ -176,6 +177,11 @@ def summary(spec: StackSpec | PlatformSpec, recording: Recording, notes: list[st
 
 
 def main(argv: list[str] | None = None) -> int:
+    with paused_then_frozen():  # a plan lives until written; the process ends soon after (offline/collector.py)
+        return plan(argv)
+
+
+def plan(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools plan", description=__doc__)
     parser.add_argument("--stack", required=True, type=stack_argument, help=f"one of: {', '.join(stack_names())}")
     parser.add_argument("--out", type=Path, help="default: build/plan, or build/preview with --preview")
