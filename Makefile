@@ -28,7 +28,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-distribut
 	@"$$PY" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	@"$$PY" -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-distributed.txt
 	@touch "$$VENV/.installed"
-	@echo "[3/3] ready: make plan STACK=<s>, make test; the Pulumi CLI is needed only for a real account (README)"
+	@echo "[3/3] ready: make plan STACK=<s>, make test; the Pulumi CLI is needed only for a real account (docs/operations.md)"
 
 lint: setup ## ruff (ruff.toml)
 	@"$$PY" -m ruff check .
@@ -52,7 +52,7 @@ $(SCAN_VENV)/.installed: requirements-scan.txt
 	@"$$SCAN_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r requirements-scan.txt
 	@touch "$$SCAN_VENV/.installed"
 
-# Mutation testing (README, "Mutation testing"): an audit, not a gate on each change. A fresh run
+# Mutation testing (docs/development.md, "Mutation testing"): an audit, not a gate on each change. A fresh run
 # every time, then the score per folder (tools/mutation_score.py). mutmut is installed here only.
 MUTATE_JOBS ?= 2
 export MUTATE_JOBS
@@ -61,7 +61,7 @@ $(VENV)/.installed-mutate: $(VENV)/.installed requirements-mutate.txt
 	@"$$PY" -m pip install --quiet --disable-pip-version-check -r requirements-mutate.txt
 	@touch "$$VENV/.installed-mutate"
 
-mutate: $(VENV)/.installed-mutate ## mutation testing of stackconfig/ and benchmark/ (about an hour)
+mutate: $(VENV)/.installed-mutate ## mutation testing of stackconfig/, benchmark/ and reporting/ (about an hour)
 	rm -rf mutants
 	"$$VENV/bin/mutmut" run --max-children "$$MUTATE_JOBS"
 	"$$PY" -m tools.mutation_score

@@ -1,6 +1,6 @@
 """Speculative decoding on Trainium2. A stack is a platform (`stackKind: platform`), a pairing on
 a shared platform (`platform: org/project/stack`), or a standalone pairing that is its own
-platform (the default); see stacks/ and README "Two ways to run a pairing"."""
+platform (the default); see stacks/ and docs/configuration.md, "Two ways to run a pairing"."""
 from pathlib import Path
 
 import pulumi

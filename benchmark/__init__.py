@@ -1,7 +1,7 @@
-"""The benchmark: pod side (podsetup, driver, proxy, acceptance, telemetry, publish, with results
-and analysis) and operator side (report, seedcompare, seeds).
+"""The benchmark pod: podsetup, driver, proxy, acceptance, telemetry, publish, with results and
+analysis, and a study's tuner (tuner, lease); pod.py says how the pod is built from them.
 
-The pod-side modules run in the benchmark pod (Python 3.11, shipped by ConfigMap) with the
-standard library and the hash-locked boto3 of requirements-pod.lock; report.py runs wherever
-results are downloaded and needs matplotlib for report.png.
+Every module here is shipped to the pod (benchmark/pod.py POD_MODULES, by ConfigMap) and runs there
+on Python 3.11 with the standard library and the hash-locked packages of requirements-pod.lock.
+The operator's side, over the downloaded results, is reporting/.
 """

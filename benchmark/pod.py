@@ -1,6 +1,6 @@
 """What the benchmark pod is: the code and lock it is given, where it mounts them, the script it
 starts with, and what it sends LLMPerf. The Pulumi components (components/pairing/benchmark.py)
-build the Job from these facts; validation (stackconfig/parse.py) checks config against them.
+build the Job from these facts; validation (stackconfig/parse/) checks config against them.
 """
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-# What the pod runs (standard library + the lock's boto3); report.py, seedcompare.py and seeds.py
-# stay on the operator's side (report.png needs matplotlib).
-POD_MODULES = ("__init__.py", "acceptance.py", "analysis.py", "driver.py", "intervals.py", "lease.py", "podsetup.py", "proxy.py",
-               "publish.py", "results.py", "study.py", "telemetry.py", "tuner.py")
+POD_MODULES = tuple(sorted(path.name for path in PACKAGE_DIR.glob("*.py")))
+"""What the pod is given: every module of benchmark/ (standard library + the lock's packages). The
+operator's side is reporting/, which imports benchmark/ and never the other way round
+(tests/test_benchmark_component.py)."""
 POD_LOCK = "requirements-pod.lock"
 """Bucket prefix of LLMPerf's tokenizer, downloaded once and restored from there (podsetup.py)."""
 CODE_MOUNT = "/opt/benchmark"

@@ -7,6 +7,8 @@ Layout: DIR/<run-id>/run.json and, per case, DIR/<run-id>/<variant>/<test-case>/
 - telemetry.json: Neuron utilization and memory of the variant's devices (written later);
 - LLMPerf's own *_summary.json and *_individual_responses.json (absent when it crashed) and its
   stdout/stderr.
+A tuning study (benchmark/tuner.py) writes DIR/<study-id>/study.json, and each repeat's cases as a
+run of its own, under DIR/<study-id>/repeat-<r>/ (study_run_id).
 
 Figures come from the proxy's records: TTFT and end-to-end time measured in the pod, output and
 input tokens as the server counted them (vLLM's usage chunk). Time per output token (TPOT) is
@@ -30,6 +32,7 @@ SPECDECODE_FILE = "specdecode.json"
 TELEMETRY_FILE = "telemetry.json"
 STDOUT_FILE = "llmperf.stdout.txt"
 STDERR_FILE = "llmperf.stderr.txt"
+STUDY_FILE = "study.json"
 
 
 @dataclass(frozen=True)
@@ -126,6 +129,11 @@ def read_json(path: Path) -> Any:
 
 def case_dir(results_dir: Path, run_id: str, variant: str, test_case: str) -> Path:
     return results_dir / run_id / variant / test_case
+
+
+def study_run_id(study_id: str, repeat: int, beside: str | None = None) -> str:
+    """Where a study's repeat's cases are; `beside`: the baseline measured in that configuration's block."""
+    return f"{study_id}/repeat-{repeat}" + (f"/beside-{beside}" if beside else "")
 
 
 def load_case(results_dir: Path, run_id: str, variant: str, test_case: str) -> CaseResult:

@@ -14,7 +14,7 @@ The run config's "study" (components/pairing/benchmark.py study_config) says how
 - mode "parallel": every server is up from `pulumi up`; nothing is scaled.
 The design (blocks): repeat 1 of every configuration, then repeat 2, ...; in each configuration's
 block, per test case, the baseline (where the pair fits, or in parallel mode) and then the
-configuration, so each speedup is a ratio of two measurements minutes apart (benchmark/study.py);
+configuration, so each speedup is a ratio of two measurements minutes apart (reporting/study.py);
 where the pair does not fit, each repeat starts with the baselines alone. One tuner at a time: it
 holds the namespace's lease while it runs (benchmark/lease.py).
 Before a server is measured: wait until it serves and its compiled set is published
@@ -57,8 +57,7 @@ from typing import Any, Callable
 from . import driver, lease, telemetry
 from .driver import Hooks
 from .proxy import RECORDS_FILE
-from .results import CASE_FILE, TELEMETRY_FILE, case_dir
-from .study import STUDY_FILE, run_id
+from .results import CASE_FILE, STUDY_FILE, TELEMETRY_FILE, case_dir, study_run_id
 
 REQUIRED_FILES = (CASE_FILE, RECORDS_FILE)
 """What a case recorded before the tuner listed its files must have in the store to count as done."""
@@ -190,7 +189,7 @@ def blocks(variants: list[dict], study: dict) -> list[Block]:
     """The study's design: repeats interleaved across configurations (repeat 1 of every
     configuration, then repeat 2, ...), so drift over the hours of a study, and each server's
     restarts, fall on every configuration alike; and the baseline measured inside every
-    configuration's block, next to it, so each speedup is a paired ratio (benchmark/study.py).
+    configuration's block, next to it, so each speedup is a paired ratio (reporting/study.py).
     Where a pair does not fit the nodes, each repeat starts with the baselines alone, and its
     configurations are paired with that."""
     beside = study["pairsFitTogether"] or not study["scales"]
@@ -248,7 +247,7 @@ class Tuner:
         return record
 
     def case_folder(self, repeat: int, variant: str, test_case: str, beside: str | None = None) -> Path:
-        return case_dir(self.results_dir, run_id(self.study_id, repeat, beside), variant, test_case)
+        return case_dir(self.results_dir, study_run_id(self.study_id, repeat, beside), variant, test_case)
 
     def in_store(self, case: dict[str, Any]) -> bool:
         folder = self.case_folder(case["repeat"], case["variant"], case["testCase"], case.get("beside"))
@@ -380,7 +379,7 @@ class Tuner:
             beside = block.beside(server)
             print(f"{progress.next()}: repeat {block.repeat}, {server['name']}"
                   + (f" (beside {beside})" if beside else ""), flush=True)
-            case = driver.run_case(self.config, server, test_case, self.results_dir, run_id(self.study_id, block.repeat, beside),
+            case = driver.run_case(self.config, server, test_case, self.results_dir, study_run_id(self.study_id, block.repeat, beside),
                                    self.llmperf_dir, self.hooks, background)
             # What resuming checks is in the store (telemetry and markers come later, or not at all).
             files = sorted(p.name for p in self.case_folder(block.repeat, server["name"], test_case, beside).iterdir()

@@ -1,5 +1,5 @@
 """The two servers' settings, parsed once and validated; bad input exits 2 with one message naming
-every bad key (the project's rule for configuration, README "Bad input").
+every bad key (the project's rule for configuration, docs/configuration.md, "What validation refuses").
 
 Some checks need the other side: the draft server asks the target what it serves (Describe) and
 refuses a gamma the target's speculation length cannot verify in one forward (gamma + 1 positions;

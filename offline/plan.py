@@ -140,7 +140,7 @@ def study_lines(spec: StackSpec, measured: dict[str, Figure] | None = None) -> l
     study = spec.study
     sd = [v for v in spec.variants if v.is_speculative]
     lines = ["", f"Tuning study ({study.mode}; {len(sd)} SD configurations x {len(spec.benchmark.test_cases)} test cases "
-                 f"x {study.repeats} repeats; README 'Tuning study'):"]
+                 f"x {study.repeats} repeats; docs/study.md, 'What it costs'):"]
     targets = [f"TTFT <= {study.ttft_target_ms} ms" if study.ttft_target_ms else "",
                f"TPOT <= {study.tpot_target_ms} ms" if study.tpot_target_ms else ""]
     lines.append(f"  goodput            {' and '.join(t for t in targets if t) or 'no targets (study.ttftTargetMs, study.tpotTargetMs)'}")

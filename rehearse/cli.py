@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import pod as benchmark_pod
-from benchmark import report as run_report
 from benchmark.podsetup import SetupError, read_manifest, verify_tree
+from reporting import report as run_report
 from stackconfig import ConfigError, StackSpec
 from stackconfig.source import PROJECT_DIR, load_stack, stack_names
 
@@ -400,7 +400,7 @@ class Rehearsal:
 
     # -- what it leaves --------------------------------------------------------------------------
     def collect(self) -> None:
-        """The local bucket into bucket/, the run into results/ with its report (benchmark/report.py)."""
+        """The local bucket into bucket/, the run into results/ with its report (reporting/report.py)."""
         bucket_dir = self.out / "bucket"
         for key in all_objects(self.s3, self.bucket):
             target = bucket_dir / key

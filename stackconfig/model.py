@@ -281,7 +281,7 @@ class BenchmarkSettings:
     """Sent with every request (LLMPerf's --additional-sampling-params). {} leaves sampling to the
     server's defaults, as seeds 001 and 004 did."""
     seed: str | None = None
-    """Which seed's published figures the report prints beside the measured ones (benchmark/seeds.py)."""
+    """Which seed's published figures the report prints beside the measured ones (reporting/seeds.py)."""
     metric_dimensions: str = "names"
     """The CloudWatch dimension values: "names" or the EKS sample's ("eks-sample"; benchmark/pod.py)."""
 

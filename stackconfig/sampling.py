@@ -79,7 +79,7 @@ SAMPLING_PARAMS: dict[str, Rule] = {
     "repetition_penalty": Rule("number", 0, None, low_open=True),  # "must be greater than zero"
     "seed": Rule("integer", *INT64),
     # "min_tokens must be greater than or equal to 0", and at most max_tokens, which the benchmark
-    # sets to outputTokens (stackconfig/parse.py checks that bound).
+    # sets to outputTokens (stackconfig/parse/benchmark.py checks that bound).
     "min_tokens": Rule("integer", 0),
     "ignore_eos": Rule("boolean"),
     "stop": Rule("strings"),  # "stop cannot contain an empty string"

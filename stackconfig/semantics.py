@@ -5,15 +5,17 @@ value. Each engine's module (stackconfig/engines/<engine>.py) restates, as small
 parts of its engine's own code that the rendered settings reach, each beside the file and lines it
 restates; this module runs a variant's rendered server configuration through its engine's: the first start, which compiles, and, for NxD Inference, the
 second start, which loads the compiled artifacts restored from the model store (the path this
-product is built around: components/pairing/scripts/serve.sh). Validation (stackconfig/parse.py)
+product is built around: components/pairing/scripts/serve.sh). Validation (stackconfig/parse/)
 refuses a stack whose servers would fail here, naming the config key to change;
 tests/test_engine_semantics.py runs every stack through it and shows that each check fires.
 
 Versions read (docs/engines.md says more, and lists what could not be read):
 - NxD Inference v0.6.10598, the version the legacy image installs (its Dockerfile pins
   0.6.10598+a59fdc00; the tag is the Neuron 2.26.0 release commit).
-- The vLLM Neuron fork: the legacy image clones its branch 2.26.1, which could not be read; its main
-  branch at dd417b31 (2025-06-24, vLLM 0.9.1 with the Neuron 2.23/2.24 changes) stands in for it.
+- The vLLM Neuron fork: the legacy image clones its branch 2.26.1, which could not be read; its newest
+  readable release branch, neuron-2.24-vllm-v0.7.2 at 490ab20f (2025-06-20), stands in for the loader
+  and runners, its main at dd417b31 (2025-06-24, vLLM 0.9.1, the image's version) for vLLM's flags
+  (docs/engines.md, "Release branch and main of the fork", lists where the two differ).
 - The vLLM Neuron plugin 0.24.0.1.1.0 (Neuron 2.32.0): its source at that release could not be
   read; the plugin documentation shipped with Neuron 2.32.0 is the authority for it.
 """

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from benchmark.seeds import PUBLISHED_CHOICES, SEEDS
+from reporting.seeds import PUBLISHED_CHOICES, SEEDS
 
 from .catalog import MODELS
 from .model import StackSpec, Variant
@@ -124,7 +124,7 @@ def approx(value: float, digits: int = 2) -> str:
 
 
 STATISTICS = {"p50": "median", "approx": "approximate", "value": "one figure"}
-"""How a seed states a figure (benchmark/seeds.py Published.values), in words."""
+"""How a seed states a figure (reporting/seeds.py Published.values), in words."""
 
 
 def duration(hours: float) -> str:
@@ -153,7 +153,7 @@ def _seed_figure(spec: StackSpec, variant: Variant) -> Figure | None:
 
 
 def _choice_figure(spec: StackSpec, variant: Variant) -> Figure | None:
-    """The TPOT a source document publishes for the configuration it chose (benchmark/seeds.py
+    """The TPOT a source document publishes for the configuration it chose (reporting/seeds.py
     PUBLISHED_CHOICES): for that draft at that window, and for the baseline of a stack that
     measures that draft beside it."""
     for choice in PUBLISHED_CHOICES:
@@ -276,7 +276,7 @@ def benchmark_minutes(spec: StackSpec, measured: dict[str, Figure] | None = None
 
 
 def describe(step: Step) -> str:
-    """A step as the README's cold-path table and the plan print it."""
+    """A step as docs/models.md's cold-path table and the plan print it."""
     if step.name == "publish" and not step.gib:
         return "graphs only (size not published)"
     return (f"{step.gib:,.0f} GiB, " if step.gib else "") + f"{step.minutes:,.0f} min"

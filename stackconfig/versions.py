@@ -1,7 +1,7 @@
 """Every version the program deploys, in one place, each with the source it was read from.
 
 A pin changes what a stack runs, so it changes only here, with its source, and validation and
-`make preflight` read it from here (README "Versions" shows the same values; a test keeps them
+`make preflight` read it from here (docs/versions.md, "Pins" shows the same values; a test keeps them
 equal). Nothing here is "latest": an unpinned chart, image or add-on would change a running stack at the next
 `pulumi up` without a line of this repository changing.
 """
@@ -27,7 +27,7 @@ DEFAULT_KUBERNETES_VERSION = "1.35"
 support for it: no Mountpoint CSI driver release read here is tested on 1.36 (MOUNTPOINT_FLOOR), no
 AWS table read here lists a vpc-cni build for 1.36 (its build is EKS's default, checked against
 addon_requirement), and the Neuron Helm chart states a minimum (1.34) but names no version it was
-tested on. Karpenter 1.15 and the AMI release do list 1.36. README "Versions and upgrades" says the
+tested on. Karpenter 1.15 and the AMI release do list 1.36. docs/versions.md, "Why 1.35 stays the default" says the
 same; make 1.36 the default when those three state support."""
 
 

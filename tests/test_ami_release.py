@@ -23,15 +23,20 @@ def program_files() -> list[Path]:
             and not SKIPPED & set(p.relative_to(PROJECT_DIR).parts)]
 
 
+DOCUMENTATION = [PROJECT_DIR / "README.md", *sorted((PROJECT_DIR / "docs").glob("*.md"))]
+"""The pages that show the pins to a reader (docs/versions.md's tables): they may state the release."""
+
+
 def test_no_release_is_written_outside_its_home():
     found = {str(p.relative_to(PROJECT_DIR)): sorted(set(RELEASE.findall(p.read_text(errors="replace"))))
-             for p in program_files() if p != HOME and p.name != "README.md"}
+             for p in program_files() if p != HOME and p not in DOCUMENTATION}
     assert {path: releases for path, releases in found.items() if releases} == {}
 
 
-def test_the_readme_shows_only_the_pinned_release():
-    releases = set(RELEASE.findall((PROJECT_DIR / "README.md").read_text()))
-    assert releases == {AMI_RELEASE.tag}
+def test_the_documentation_shows_only_the_pinned_release():
+    releases = {str(p.relative_to(PROJECT_DIR)): set(RELEASE.findall(p.read_text())) for p in DOCUMENTATION}
+    assert releases["docs/versions.md"] == {AMI_RELEASE.tag}
+    assert {page: found for page, found in releases.items() if found - {AMI_RELEASE.tag}} == {}
 
 
 def test_every_supported_kubernetes_version_has_the_release_and_everything_derives_from_it():

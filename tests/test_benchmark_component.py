@@ -58,6 +58,9 @@ def test_code_lock_manifest_and_run_config_are_shipped_by_config_map(recording, 
     data = recording.one("kubernetes:core/v1:ConfigMap", "benchmark-code").inputs["data"]
     for module in POD_MODULES + (POD_LOCK,):
         assert data[module] == (PACKAGE_DIR / module).read_text()
+    # benchmark/ is exactly the pod's code: every module in it is shipped, and nothing else is.
+    assert {key for key in data if key.endswith(".py")} == {path.name for path in PACKAGE_DIR.glob("*.py")}
+    assert {"driver.py", "tuner.py", "podsetup.py", "__init__.py"} <= set(POD_MODULES)
     commit = spec.benchmark.llmperf_commit
     assert data[f"llmperf-{commit}.manifest"] == (PACKAGE_DIR / "llmperf" / f"{commit}.manifest").read_text()
     config = json.loads(data["run-config.json"])
@@ -94,15 +97,16 @@ def test_the_run_config_says_how_each_server_decodes_the_benchmarks_requests(sta
 
 
 def test_the_pod_modules_need_nothing_from_the_operator_side(tmp_path):
-    """Only the shipped files: importing the driver or the tuner must not reach report, seeds or
+    """Only the shipped files: importing the driver or the tuner must not reach reporting/ or
     stackconfig."""
     (tmp_path / "benchmark" / "llmperf").mkdir(parents=True)
     for module in POD_MODULES:
         (tmp_path / "benchmark" / module).write_text((PACKAGE_DIR / module).read_text())
-    code = "import benchmark.driver, benchmark.podsetup, benchmark.telemetry, benchmark.tuner, sys; print(sorted(m for m in sys.modules if m.startswith(('benchmark', 'stackconfig', 'matplotlib'))))"
+    code = "import benchmark.driver, benchmark.podsetup, benchmark.telemetry, benchmark.tuner, sys; print(sorted(m for m in sys.modules if m.startswith(('benchmark', 'reporting', 'stackconfig', 'matplotlib'))))"
     result = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env={"PATH": "/usr/bin"})
     assert result.returncode == 0, result.stderr
-    assert "stackconfig" not in result.stdout and "matplotlib" not in result.stdout and "benchmark.seeds" not in result.stdout
+    assert "benchmark.tuner" in result.stdout
+    assert "stackconfig" not in result.stdout and "matplotlib" not in result.stdout and "reporting" not in result.stdout
 
 
 def test_job_installs_verified_dependencies_then_runs_offline(recording, spec):

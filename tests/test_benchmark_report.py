@@ -5,9 +5,10 @@ import sys
 
 import pytest
 
-from benchmark import acceptance, analysis, report
+from benchmark import acceptance, analysis
 from benchmark.results import RequestResult, percentile
-from benchmark.seeds import SEEDS
+from reporting import report
+from reporting.seeds import SEEDS
 
 from .results_files import SHAPE, VARIANTS, record, write_case, write_run
 
@@ -646,7 +647,7 @@ def test_help_shows_the_usage_from_the_docstring_as_written(capsys):
     assert exited.value.code == 0
     out = capsys.readouterr().out
     assert "Compare variants per test case and write report.md, report.png, report.json and report.csv.\n\n" \
-           "    python -m benchmark.report DIR\n" in out
+           "    python -m reporting.report DIR\n" in out
     assert "results_dir" in out
 
 

@@ -1,9 +1,9 @@
-"""benchmark/seedcompare.py, unit by unit: exact values, so that a change in its arithmetic or text fails."""
+"""reporting/seedcompare.py, unit by unit: exact values, so that a change in its arithmetic or text fails."""
 import pytest
 
-from benchmark import seedcompare, seeds
 from benchmark.results import CaseResult, RequestResult
-from benchmark.seeds import BLOG_OPEN_ENDED, BLOG_STRUCTURED, SEEDS, Published
+from reporting import seedcompare, seeds
+from reporting.seeds import BLOG_OPEN_ENDED, BLOG_STRUCTURED, SEEDS, Published
 
 from .results_files import SHAPE, VARIANTS, record, write_case
 

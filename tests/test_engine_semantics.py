@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 
@@ -15,7 +16,14 @@ from offline.stacks import load_stack
 from stackconfig import ConfigError, parse_stack_config
 from stackconfig.catalog import MODELS
 from stackconfig.engines.failure import FIRST_START, RESTART
-from stackconfig.engines.nxdi_legacy import OnDeviceSampling, legacy_first_start, legacy_override, legacy_reload
+from stackconfig.engines.nxdi_legacy import (
+    FORK_RELEASE,
+    RUNNER_SAMPLING_READ,
+    OnDeviceSampling,
+    legacy_first_start,
+    legacy_override,
+    legacy_reload,
+)
 from stackconfig.engines.vllm_neuron import plugin_failures
 from stackconfig.semantics import engine_failures, serves_greedily
 from stackconfig.server import arguments
@@ -23,6 +31,7 @@ from stackconfig.source import PROJECT
 
 from .conftest import STANDALONE, recorded
 
+ROOT = Path(__file__).resolve().parent.parent
 LLAMA_405B = "llama3.1-405b-llama3.2-1b"
 EAGLE3 = "llama3.1-8b-instruct-eagle3"
 
@@ -142,7 +151,7 @@ def test_a_sampling_config_in_the_override_starts_once_and_breaks_every_restart(
     assert first.failures == [] and isinstance(first.target["on_device_sampling_config"], OnDeviceSampling)
     (failure,) = legacy_reload(first.saved, override).failures
     assert (failure.start, failure.setting) == (RESTART, "on_device_sampling_config")
-    assert "global_topk" in failure.error and failure.source.lines == "77-80"
+    assert "global_topk" in failure.error and failure.source == RUNNER_SAMPLING_READ
 
 
 def test_validation_refuses_a_sampling_config_in_the_legacy_override():
@@ -227,3 +236,32 @@ def test_plugin_stacks_must_request_greedy_decoding():
 ])
 def test_which_servers_decode_greedily(stack, name, request_params, greedy):
     assert serves_greedily(variant_of(stack, name), request_params) is greedy
+
+
+def docs_section(heading: str) -> str:
+    text = (ROOT / "docs" / "engines.md").read_text()
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def fork_comparison() -> tuple[list[str], dict[str, list[str]]]:
+    """docs/engines.md's comparison of the fork's branches: the table's header cells, and each
+    check's cells (release branch, main, what the project does)."""
+    rows = [[cell.strip() for cell in line.strip().strip("|").split(" | ")]
+            for line in docs_section("Release branch and main of the fork").splitlines() if line.startswith("| ")]
+    return rows[0], {row[0]: row[1:] for row in rows[1:]}
+
+
+def test_the_forks_branches_cited_are_the_ones_documented():
+    """The legacy engine's citations of the vLLM Neuron fork and docs/engines.md's comparison of its
+    release branch with main name the same branches, commits and files (the loader and runners from
+    the release branch, vLLM's flags from main): changing either side alone fails here."""
+    header, rows = fork_comparison()
+    branch, commit = FORK_RELEASE
+    flags = json.loads((ROOT / "tests" / "data" / "vllm-legacy-neuron-fork-serve-flags.json").read_text())["source"]
+    assert f"`{branch}` ({commit[:8]})" in header[1] and f"`{flags['ref']}` ({flags['commit'][:8]})" in header[2]
+    versions = docs_section("Versions read")
+    assert f"`{branch}` at {commit[:8]}" in versions and f"`{flags['ref']}` at {flags['commit'][:8]}" in versions
+    assert (RUNNER_SAMPLING_READ.ref.split(",")[0], RUNNER_SAMPLING_READ.commit) == FORK_RELEASE
+    assert f"`{RUNNER_SAMPLING_READ.path}` L{RUNNER_SAMPLING_READ.lines}" in rows["the runner's sampling read"][0]
+    assert all(f"`{path}`" in rows["vLLM's `serve` flags"][1] for path in flags["paths"])
+    assert {"attention heads vs tensor-parallel degree", "Qwen3 in the supported-model table"} <= set(rows)

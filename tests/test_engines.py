@@ -164,7 +164,7 @@ def test_a_model_outside_the_catalog_can_be_declared():
 
 
 def test_a_stack_whose_target_and_draft_are_both_declared_plans_with_their_own_facts():
-    """The documented way to use models outside the catalog (README, "Models") must plan, not only
+    """The documented way to use models outside the catalog (docs/configuration.md, "Models") must plan, not only
     parse: the benchmark's run config once looked the models up in the catalog and raised
     KeyError. Its figures are the declared ones, which no catalog entry has."""
     from offline.stacks import load_stack, run_stack

@@ -3,9 +3,11 @@
 - components/platform/ and components/pairing/ meet only at the cluster handle: neither imports the
   other; both may import the seam (components/handle.py) and the shared identity and IAM helpers.
 - stackconfig/ (typed config) imports no Pulumi and nothing of components/, offline/ or tools/, so
-  validation runs anywhere; benchmark/ (the pod's code and the operator's report) and modelstore/
-  (the model store pods' code) import no other part of the project, so their pods run them alone;
-  nor does distributed/ (seed 002's draft and target servers).
+  validation runs anywhere; benchmark/ (the benchmark pod's code) and modelstore/ (the model store
+  pods' code) import no other part of the project, so their pods run them alone; nor does
+  distributed/ (seed 002's draft and target servers). benchmark/ imports nothing the pod image
+  lacks: the standard library and the packages of its lock. reporting/ (the operator's reports over
+  downloaded results) reads them through benchmark/ only.
 - tools/ (operator commands) never imports the Pulumi program or its offline engine; the CLI's
   dispatcher (tools/__main__.py) names modules by string, and only `plan` and `plan-all` name
   offline/ (the offline plan runs the program by design).
@@ -14,6 +16,8 @@
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +25,7 @@ import pytest
 from stackconfig.source import PROJECT_DIR
 from tests.helpers import parse_python
 
-PACKAGES = ("components", "stackconfig", "benchmark", "modelstore", "offline", "tools", "distributed", "rehearse")
+PACKAGES = ("components", "stackconfig", "benchmark", "reporting", "modelstore", "offline", "tools", "distributed", "rehearse")
 SEAM = {"components", "components.handle", "components.identity", "components.iam", "components.nodeclass"}
 
 
@@ -80,7 +84,8 @@ def test_the_wings_meet_only_at_the_handle(wing, other):
 
 @pytest.mark.parametrize("package, forbidden", [
     ("stackconfig", ("components", "offline", "tools", "pulumi")),
-    ("benchmark", ("components", "offline", "tools", "stackconfig", "modelstore", "pulumi")),
+    ("benchmark", ("components", "offline", "tools", "stackconfig", "modelstore", "reporting", "pulumi")),
+    ("reporting", ("components", "offline", "tools", "stackconfig", "modelstore", "pulumi")),
     ("modelstore", ("components", "offline", "tools", "stackconfig", "benchmark", "pulumi")),
     ("tools", ("components", "offline", "pulumi")),
     ("distributed", ("components", "offline", "tools", "stackconfig", "benchmark", "modelstore", "pulumi")),
@@ -92,6 +97,24 @@ def test_lower_parts_do_not_reach_up(package, forbidden):
     reached = {m: sorted(i for i in imports(MODULES[m]) if any(in_package(i, f) for f in forbidden))
                for m in MODULES if in_package(m, package)}
     assert {m: i for m, i in reached.items() if i} == {}
+
+
+def pod_lock_packages() -> set[str]:
+    """The import names of benchmark/requirements-pod.lock's packages ("huggingface-hub==..." is
+    huggingface_hub); a package importable under another name is not found, which errs on the safe
+    side: the test below then fails and that name is added here with its source."""
+    lock = (PROJECT_DIR / "benchmark" / "requirements-pod.lock").read_text()
+    return {m.group(1).lower().replace("-", "_") for m in re.finditer(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==", lock, re.M)}
+
+
+def test_the_benchmark_pod_imports_only_what_its_image_has():
+    """Every benchmark/ module is shipped to the pod (benchmark/pod.py POD_MODULES), so none may
+    import reporting/ or a package the pod's Python (3.11, the standard library) and its lock lack."""
+    has = set(sys.stdlib_module_names) | pod_lock_packages() | {"benchmark"}
+    lacking = {m: sorted(i for i in imports(MODULES[m]) if i.split(".")[0] not in has)
+               for m in MODULES if in_package(m, "benchmark")}
+    assert {m: i for m, i in lacking.items() if i} == {}
+    assert {"boto3", "botocore", "huggingface_hub"} <= pod_lock_packages()
 
 
 def test_the_cli_runs_the_offline_engine_only_to_plan_and_to_scan():
@@ -128,3 +151,6 @@ def test_the_walk_sees_the_imports_it_judges():
     assert "components.platform.addons" in GRAPH["components.platform.cluster"]
     assert {"components.pairing", "components.platform"} <= {i for i in imports(PROJECT_DIR / "__main__.py")}
     assert len(MODULES) > 60
+    # What the pod-image check reads: the lazy imports inside functions too.
+    assert {"boto3", "botocore.config", "benchmark.telemetry"} <= imports(MODULES["benchmark.driver"])
+    assert "matplotlib.pyplot" in imports(MODULES["reporting.report"])

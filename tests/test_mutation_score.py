@@ -16,15 +16,15 @@ from tools.mutation_score import (
 
 RESULTS = """    stackconfig.naming.x_slug__mutmut_1: killed
     stackconfig.naming.x_slug__mutmut_2: survived
-    stackconfig.parse.xǁ_Sectionǁ_get__mutmut_3: timeout
-    stackconfig.parse.x_gated_models__mutmut_4: no tests
+    stackconfig.parse.reader.xǁ_Sectionǁ_get__mutmut_3: timeout
+    stackconfig.parse.models.x_gated_models__mutmut_4: no tests
 """
 TABLE = """# Equivalent mutants
 
 | File | Function | Change | Why no input can tell it from the original |
 | --- | --- | --- | --- |
 | `stackconfig/naming.py` | `slug` | `a \\| b` → `a & b` | both sets are equal here |
-| `stackconfig/parse.py` | `_Section._get` | `x = 1` → `x = 2` | x is not read |
+| `stackconfig/parse/reader.py` | `_Section._get` | `x = 1` → `x = 2` | x is not read |
 | not a row |
 | `stackconfig.naming.x_slug__mutmut_2` | `a \\| b` → `a & b` | the old format, keyed by number |
 """
@@ -40,19 +40,19 @@ DIFF = """--- stackconfig/naming.py
 def test_results_are_read_per_mutant():
     assert parse_results(RESULTS + "noise\n") == {
         "stackconfig.naming.x_slug__mutmut_1": "killed", "stackconfig.naming.x_slug__mutmut_2": "survived",
-        "stackconfig.parse.xǁ_Sectionǁ_get__mutmut_3": "timeout", "stackconfig.parse.x_gated_models__mutmut_4": "no tests"}
+        "stackconfig.parse.reader.xǁ_Sectionǁ_get__mutmut_3": "timeout", "stackconfig.parse.models.x_gated_models__mutmut_4": "no tests"}
 
 
 def test_equivalents_are_the_table_rows_with_pipes_unescaped():
     assert parse_equivalents(TABLE) == [
         Equivalent("stackconfig/naming.py", "slug", "`a | b` → `a & b`", "both sets are equal here"),
-        Equivalent("stackconfig/parse.py", "_Section._get", "`x = 1` → `x = 2`", "x is not read")]
+        Equivalent("stackconfig/parse/reader.py", "_Section._get", "`x = 1` → `x = 2`", "x is not read")]
 
 
 def test_a_mutant_name_gives_its_file_and_function():
     assert source_of("stackconfig.naming.x_slug__mutmut_15") == ("stackconfig/naming.py", "slug")
-    assert source_of("stackconfig.parse.x__declared_models__mutmut_4") == ("stackconfig/parse.py", "_declared_models")
-    assert source_of("stackconfig.parse.xǁ_Sectionǁ_get__mutmut_3") == ("stackconfig/parse.py", "_Section._get")
+    assert source_of("stackconfig.parse.models.x__declared_models__mutmut_4") == ("stackconfig/parse/models.py", "_declared_models")
+    assert source_of("stackconfig.parse.reader.xǁ_Sectionǁ_get__mutmut_3") == ("stackconfig/parse/reader.py", "_Section._get")
     assert source_of("benchmark.proxy.xǁ_Handlerǁdo_POST__mutmut_10") == ("benchmark/proxy.py", "_Handler.do_POST")
     assert source_of("stackconfig.x_helper__mutmut_1") == ("stackconfig/__init__.py", "helper")  # mutmut drops __init__
 
@@ -117,9 +117,9 @@ def test_a_moved_function_is_not_matched_and_its_entry_is_stale():
 
 
 def test_a_method_is_matched_by_class_and_name():
-    results = {"stackconfig.parse.xǁ_Sectionǁ_get__mutmut_3": "survived",
-               "stackconfig.parse.xǁOtherǁ_get__mutmut_3": "survived"}
-    result, problems = score(results, [Equivalent("stackconfig/parse.py", "_Section._get", "`x` → `y`", "z")],
+    results = {"stackconfig.parse.reader.xǁ_Sectionǁ_get__mutmut_3": "survived",
+               "stackconfig.parse.reader.xǁOtherǁ_get__mutmut_3": "survived"}
+    result, problems = score(results, [Equivalent("stackconfig/parse/reader.py", "_Section._get", "`x` → `y`", "z")],
                              lambda name: "`x` → `y`")
     assert problems == [] and result.equivalents == 1
 
@@ -204,5 +204,5 @@ def test_the_projects_equivalents_file_parses_and_explains_every_entry():
     rows = [line for line in markdown.splitlines() if line.startswith("| `")]
     assert len(entries) == len(rows) == len({entry.key for entry in entries})
     for entry in entries:
-        assert entry.file.startswith(("stackconfig/", "benchmark/")) and (mutation_score.ROOT / entry.file).exists(), entry
+        assert entry.file.startswith(("stackconfig/", "benchmark/", "reporting/")) and (mutation_score.ROOT / entry.file).exists(), entry
         assert entry.change.startswith("`") and " → `" in entry.change and len(entry.why) > 20, entry

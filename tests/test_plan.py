@@ -58,7 +58,7 @@ def test_project_file_is_valid_for_the_pulumi_cli():
     """The CLI runs the program with the venv's Python and finds the stacks where stackConfigDir
     says. Pulumi.yaml declares no config: its schema types declarations only as string, integer,
     boolean or array, and a declared key without a default becomes required for every stack; the
-    program validates every key itself (stackconfig/parse.py)."""
+    program validates every key itself (stackconfig/parse/)."""
     project = yaml.safe_load((PROJECT_DIR / "Pulumi.yaml").read_text())
     assert project["runtime"]["name"] == "python" and project["runtime"]["options"]["virtualenv"] == ".venv"
     assert (PROJECT_DIR / project["stackConfigDir"]) == STACKS_DIR and any(STACKS_DIR.glob("Pulumi.*.yaml"))

@@ -81,7 +81,7 @@ def opted_in(serving: dict):
 def test_a_server_opted_into_a_user_runs_as_it_and_meets_restricted():
     """serving.runAs: the pod runs as that user and group, its volumes are the group's (fsGroup),
     and nothing else falls short of "restricted", so a cluster enforcing it can try the servers.
-    Unverified on Neuron hardware (README, "Security")."""
+    Unverified on Neuron hardware (docs/security.md, "Pods")."""
     recording = opted_in({"runAs": {"user": 1000, "group": 2000}})
     servers = [(w, pod) for w, pod in workloads(recording) if w.inputs["kind"] == "Deployment"]
     assert servers

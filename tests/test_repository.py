@@ -1,13 +1,11 @@
 """The repository stands on its own: a user who clones it has no folder beside it, so nothing in it
-points outside it, and every citation of docs/facts.md names a section that exists."""
+points outside it, and every citation of a docs page names a section that exists."""
 from __future__ import annotations
 
 import re
 import subprocess
 
 from stackconfig.source import PROJECT_DIR
-
-FACTS = PROJECT_DIR / "docs" / "facts.md"
 
 
 def tracked_text_files() -> dict[str, str]:
@@ -28,17 +26,41 @@ def test_nothing_points_outside_the_repository():
     assert {name: lines for name, lines in found.items() if lines} == {}
 
 
-def test_every_facts_citation_names_a_section_of_the_facts_file():
-    sections = set(re.findall(r"^## (.+)$", FACTS.read_text(), flags=re.M))
+def test_every_docs_citation_names_a_section_of_its_page():
+    """A citation `docs/<page>.md, "<Section>"` (docs/facts.md, the pages the README links, an error
+    message's pointer) names a heading of that page."""
+    headings = {page.name: {re.sub(r"\s+", " ", h).strip() for h in re.findall(r"^#{1,6} (.+)$", page.read_text(), flags=re.M)}
+                for page in (PROJECT_DIR / "docs").glob("*.md")}
     cited = {}
     for name, text in tracked_text_files().items():
         text = text.replace("\\", "")  # a citation inside a Python string escapes its quotes
-        for section in re.findall(r'docs/facts\.md,?\s+["\']([^"\']+)["\']', text):
+        for page, section in re.findall(r'docs/([a-z0-9_-]+\.md),?\s+["\']([^"\']+)["\']', text):
             section = re.sub(r"\s+(#\s+)?", " ", section).strip()  # a citation may wrap across comment lines
             if section != "<Section>":
-                cited.setdefault(section, set()).add(name)
-    assert len(cited) >= 10
-    assert {s: sorted(files) for s, files in cited.items() if s not in sections} == {}
+                cited.setdefault((page, section), set()).add(name)
+    assert len([page for page, _ in cited if page == "facts.md"]) >= 10
+    assert {"configuration.md", "operations.md", "security.md", "models.md", "study.md"} <= {page for page, _ in cited}
+    assert {c: sorted(files) for c, files in cited.items() if c[1] not in headings.get(c[0], set())} == {}
+
+
+OWN_README_CITATION = re.compile(r'(?:^|[(;:#]|""")\s*README(?:\.md)?,?\s+["\']([^"\']+)["\']', flags=re.M)
+"""This repository's README cited by section: `(README, "Security")`, `; README 'Engines'`. Another
+project's README is cited with its name before it ("the choral-spec README, '...'")."""
+
+
+def test_the_readme_citation_pattern_tells_ours_from_another_projects():
+    assert OWN_README_CITATION.findall('x (README, "Security").\n# README "Tuning study"\nsource: README, \'Models\'') == [
+        "Security", "Tuning study", "Models"]
+    assert OWN_README_CITATION.findall("the choral-spec README, 'Distributed'; the EKS sample's README, 'Speculative'") == []
+
+
+def test_every_readme_citation_names_a_section_of_the_readme():
+    """The README is a front door; the sections code used to cite moved to docs pages, and a
+    citation of one that is no longer there would send a user nowhere."""
+    headings = set(re.findall(r"^#{1,6} (.+)$", (PROJECT_DIR / "README.md").read_text(), flags=re.M))
+    cited = {(name, section) for name, text in tracked_text_files().items() if name != "tests/test_repository.py"
+             for section in OWN_README_CITATION.findall(text.replace("\\", ""))}
+    assert sorted(c for c in cited if c[1] not in headings) == []
 
 
 def test_every_cited_docs_page_exists():

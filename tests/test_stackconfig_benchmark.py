@@ -120,9 +120,9 @@ def test_benchmark_rules_name_the_key_and_what_is_allowed(edits, problems):
 def test_the_dashboard_limit_counts_one_header_widget_and_eight_per_test_case(monkeypatch):
     """With room for exactly one header and 63 rows of eight widgets, 63 test cases fit and 64
     do not (the catalog's 500 leaves 499 for rows: 62 of them)."""
-    from stackconfig import parse as parse_module
+    from stackconfig.parse import benchmark as benchmark_rules
 
-    monkeypatch.setattr(parse_module, "DASHBOARD_MAX_WIDGETS", 505)
+    monkeypatch.setattr(benchmark_rules, "DASHBOARD_MAX_WIDGETS", 505)
     parse(with_edits(SMALL, {"benchmark.testCases": {f"c{i}": "x" for i in range(63)}}))
     assert problem_list(with_edits(SMALL, {"benchmark.testCases": {f"c{i}": "x" for i in range(64)}})) == [
         ("benchmark.testCases", "64 test cases need 513 dashboard widgets; CloudWatch allows 505 (at most 63 test cases)")]
@@ -130,19 +130,19 @@ def test_the_dashboard_limit_counts_one_header_widget_and_eight_per_test_case(mo
 
 def test_a_chosen_llmperf_commit_is_the_one_used(monkeypatch):
     """With a second checked-in manifest, choosing it gives that commit, not the default."""
-    from stackconfig import parse as parse_module
+    from stackconfig.parse import benchmark as benchmark_rules
 
     other = "0123456789abcdef0123456789abcdef01234567"
-    monkeypatch.setattr(parse_module, "llmperf_commits", lambda: (other, LLMPERF_COMMIT))
+    monkeypatch.setattr(benchmark_rules, "llmperf_commits", lambda: (other, LLMPERF_COMMIT))
     assert parse(with_edits(SMALL, {"benchmark.llmperfCommit": other})).benchmark.llmperf_commit == other
 
 
 def test_the_most_test_cases_leave_room_for_the_header(monkeypatch):
     """504 widgets: 62 test cases need 497, 63 need 505. The header widget is taken off before
     dividing, so the message says 62."""
-    from stackconfig import parse as parse_module
+    from stackconfig.parse import benchmark as benchmark_rules
 
-    monkeypatch.setattr(parse_module, "DASHBOARD_MAX_WIDGETS", 504)
+    monkeypatch.setattr(benchmark_rules, "DASHBOARD_MAX_WIDGETS", 504)
     assert problem_list(with_edits(SMALL, {"benchmark.testCases": {f"c{i}": "x" for i in range(63)}})) == [
         ("benchmark.testCases", "63 test cases need 505 dashboard widgets; CloudWatch allows 504 (at most 62 test cases)")]
 

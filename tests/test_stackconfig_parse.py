@@ -135,7 +135,7 @@ def test_a_section_reads_its_values_by_the_rules_it_is_given():
     refused with or without a hint."""
     import re
 
-    from stackconfig.parse import _Section
+    from stackconfig.parse.reader import _Section
 
     problems: list = []
     section = _Section("demo", {"name": "Bad", "items": []}, problems, {"name", "items", "other"})

@@ -131,9 +131,9 @@ def test_platform_rules_name_the_key_and_what_is_allowed(edits, problems):
 
 
 def test_the_pinned_kubernetes_versions_are_listed(monkeypatch):
-    from stackconfig import parse as parse_module
+    from stackconfig.parse import platform as platform_rules
 
-    monkeypatch.setattr(parse_module, "EKS_ADDONS", {"1.34": {}, "1.36": {}})
+    monkeypatch.setattr(platform_rules, "EKS_ADDONS", {"1.34": {}, "1.36": {}})
     parse(with_edits(SMALL, {"cluster.kubernetesVersion": "1.36"}))
     assert problem_list(with_edits(SMALL, {"cluster.kubernetesVersion": "1.35"})) == [
         ("cluster.kubernetesVersion", "no EKS add-on builds are pinned for 1.35 (stackconfig/versions.py EKS_ADDONS; "
@@ -143,10 +143,10 @@ def test_the_pinned_kubernetes_versions_are_listed(monkeypatch):
 def test_kubernetes_1_34_is_still_allowed_with_its_own_ami_alias(monkeypatch):
     """The alias default follows the cluster's version (one release serves both today, so the
     table is replaced here to tell them apart)."""
-    from stackconfig import parse as parse_module
+    from stackconfig.parse import platform as platform_rules
     from stackconfig.versions import Pin
 
-    monkeypatch.setattr(parse_module, "AMI_ALIASES", {"1.34": Pin("al2023@v20260101", "a"), "1.35": Pin("al2023@v20260202", "b")})
+    monkeypatch.setattr(platform_rules, "AMI_ALIASES", {"1.34": Pin("al2023@v20260101", "a"), "1.35": Pin("al2023@v20260202", "b")})
     spec = parse(with_edits(SMALL, {"cluster.kubernetesVersion": "1.34"}))
     assert spec.cluster.kubernetes_version == "1.34" and spec.capacity.ami_alias == "al2023@v20260101"
     assert parse(SMALL).capacity.ami_alias == "al2023@v20260202"
@@ -155,7 +155,7 @@ def test_kubernetes_1_34_is_still_allowed_with_its_own_ami_alias(monkeypatch):
 def test_without_a_region_zones_are_checked_against_none_in_particular():
     values = with_edits(SMALL, {"cluster.availabilityZones": ["us-west-2a", "zone"]})
     assert problem_list(values, region=None) == [
-        ("aws:region", "is required: the region to deploy to (`pulumi config set aws:region us-east-2`); README, 'Regions'"),
+        ("aws:region", "is required: the region to deploy to (`pulumi config set aws:region us-east-2`); docs/configuration.md, 'Regions'"),
         ("cluster.availabilityZones[1]", "'zone' is not an availability zone of the region (e.g. us-east-2a)")]
     (region_problem, zone_problem) = problem_list(values, region=12)
     assert region_problem[0] == "aws:region" and zone_problem == (
@@ -254,7 +254,7 @@ def test_a_shared_pairing_runs_in_its_platforms_region():
     assert shared_problems(SHARED, "us-west-2", platform=PLATFORM_STACK) == [
         ("aws:region", "us-west-2 differs from the platform org/sd-trn2/platform's us-east-2; a pairing runs in its platform's region")]
     assert shared_problems(SHARED, None, platform=PLATFORM_STACK) == [
-        ("aws:region", "is required: the region to deploy to (`pulumi config set aws:region us-east-2`); README, 'Regions'")]
+        ("aws:region", "is required: the region to deploy to (`pulumi config set aws:region us-east-2`); docs/configuration.md, 'Regions'")]
 
 
 def test_a_shared_pairing_needs_a_way_to_read_its_platform():

@@ -78,9 +78,9 @@ SEGMENTS = "use a KV segment size: 512, 1024, 2048, 4096, 8192"
     (SMALL, {"serving.maxNumSeqs": 257}, [("serving.maxNumSeqs", "257 is outside 1..256")]),
     (SMALL, {"serving.target": None}, [("serving.target", "is required (a Hugging Face model id)")]),
     (SMALL, {"serving.target": "Qwen/Qwen9"},
-     [("serving.target", f"'Qwen/Qwen9' is not a known model: declare it under `models` (README, 'Models'); known: {KNOWN_MODELS}")]),
+     [("serving.target", f"'Qwen/Qwen9' is not a known model: declare it under `models` (docs/configuration.md, 'Models'); known: {KNOWN_MODELS}")]),
     (SMALL, {"serving.nodeCachePath": "/etc"}, [("serving.nodeCachePath", "is no longer used: each server's cache is an emptyDir on "
-                                                                           "the node's instance store, not a host path (README, 'Security'); "
+                                                                           "the node's instance store, not a host path (docs/security.md, 'Pods'); "
                                                                            "remove it")]),
     (SMALL, {"serving.tensorParallelSize": 0}, [("serving.tensorParallelSize", "0 is outside >= 1")]),
     (SMALL, {"serving.tensorParallelSize": 1}, [("serving.tensorParallelSize", "1 does not match devicesPerVariant x (8 / "
@@ -181,7 +181,7 @@ NEURON_DLC = "public.ecr.aws/neuron/pytorch-inference-vllm-neuronx"
     (SMALL, f"{NEURON_DLC}:0.29.0.1.2.0-neuronx-py313-sdk2.34.0-ubuntu24.04", "serving.image",
      f"'{NEURON_DLC}:0.29.0.1.2.0-neuronx-py313-sdk2.34.0-ubuntu24.04' is Neuron SDK 2.34; nxdi-legacy runs on images of Neuron "
      "2.26 to 2.33 (NxD Inference's support on Trn2 ends with Neuron 2.34: the legacy engine is frozen; migrate to vllm-neuron, "
-     "README 'Engines')"),
+     "docs/configuration.md, 'Engines')"),
     (SMALL, f"{NEURON_DLC}:0.7.2-neuronx-py310-sdk2.22.0-ubuntu22.04", "serving.image",
      f"'{NEURON_DLC}:0.7.2-neuronx-py310-sdk2.22.0-ubuntu22.04' is Neuron SDK 2.22; nxdi-legacy runs on images of Neuron 2.26 to 2.33"),
     (PLUGIN, f"{NEURON_DLC}:0.19.0-neuronx-py312-sdk2.31.0-ubuntu24.04", "serving.image",

@@ -181,9 +181,9 @@ NO_PAIR = ("variants", "needs at least one baseline and one sd variant to compar
     (SMALL, {"variants.1.numSpeculativeTokens": 0}, [("variants[1].numSpeculativeTokens", "0 is outside 1..15")]),
     (SMALL, {"variants.1.numSpeculativeTokens": 16}, [("variants[1].numSpeculativeTokens", "16 is outside 1..15")]),
     (SMALL, {"variants.1.draft": "x/y", "variants.1.speculationMethod": "eagle"},
-     [("variants[1].draft", f"'x/y' is not a known model: declare it under `models` (README, 'Models'); known: {KNOWN}")]),
+     [("variants[1].draft", f"'x/y' is not a known model: declare it under `models` (docs/configuration.md, 'Models'); known: {KNOWN}")]),
     (SMALL, {"variants.1.target": "x/y", "variants.1.speculationMethod": "eagle"},
-     [("variants[1].target", f"'x/y' is not a known model: declare it under `models` (README, 'Models'); known: {KNOWN}")]),
+     [("variants[1].target", f"'x/y' is not a known model: declare it under `models` (docs/configuration.md, 'Models'); known: {KNOWN}")]),
     (SMALL, {"variants.1.draft": "meta-llama/Llama-3.2-1B", "huggingFaceToken": "hf_x"}, [
         ("variants[1].draft", "meta-llama/Llama-3.2-1B uses the llama3 tokenizer but the target Qwen/Qwen3-32B uses qwen3; "
                               "speculative decoding needs a shared tokenizer")]),
@@ -211,7 +211,7 @@ NO_PAIR = ("variants", "needs at least one baseline and one sd variant to compar
      [("variants[0].quantization", "meta-llama/Llama-3.1-405B-Instruct-FP8 is an FP8 checkpoint; set quantization: fp8")]),
     (SMALL, {"variants.0.weightsPath": "weights/x"},
      [("variants[0].weightsPath", "is no longer needed: the program prepares every model in the store itself, FP8 rescaled "
-                                  "for Neuron included (README, 'Models prepared once'); remove it")]),
+                                  "for Neuron included (docs/models.md, 'Models prepared once'); remove it")]),
     (SMALL, {"variants.1.target": "RedHatAI/Qwen3-32B-speculator.eagle3"},
      [("variants[1].target", "RedHatAI/Qwen3-32B-speculator.eagle3 is an EAGLE3 head, not a model that can be served")]),
     (SMALL, {"variants.1.baseline": "sd"}, [("variants[1].baseline", "'sd' is not another baseline variant; baselines: base")]),

@@ -13,7 +13,7 @@ EXPECTED = {
     "llama3.1-8b-llama3.2-1b": ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B", 1, 4, 1, 1024, 5, 1, "nxdi-legacy"),
     # The Neuron EAGLE3 tutorial: TP 8 at LNC 2 is 2 devices.
     "llama3.1-8b-instruct-eagle3": ("meta-llama/Llama-3.1-8B-Instruct", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", 2, 8, 2, 2048, 3, 1, "vllm-neuron"),
-    # The tuning studies (README "Tuning study"): their first SD configuration; the blog's on the
+    # The tuning studies (docs/study.md): their first SD configuration; the blog's on the
     # sample's shape, sequential on one node; the EAGLE3 tutorial's, all eight servers on one node.
     "qwen3-32b-study": ("Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B", 8, 32, 4, 1024, 5, 1, "nxdi-legacy"),
     "llama3.1-8b-eagle3-study": ("meta-llama/Llama-3.1-8B-Instruct", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", 2, 8, 2, 2048, 1, 1, "vllm-neuron"),
@@ -97,7 +97,7 @@ def test_artifact_paths_are_distinct_and_follow_compile_settings():
             assert variant.artifact_path.startswith("compiled/")
 
 
-# stack -> seed whose benchmark shape it reproduces by default (benchmark/seeds.py). The EAGLE3
+# stack -> seed whose benchmark shape it reproduces by default (reporting/seeds.py). The EAGLE3
 # stacks reproduce no seed: no seed ran an EAGLE3 head, so no published figure is theirs to show.
 SEED_OF_STACK = {"qwen3-32b-qwen3-1.7b": "003", "qwen3-32b-qwen3-0.6b": "001", "llama3.1-405b-llama3.2-1b": "004",
                  "llama3.1-8b-llama3.2-1b": "002", "qwen3-32b-study": "003"}
@@ -110,7 +110,7 @@ def test_stacks_without_a_seed_print_no_seed_figures(stack):
 
 @pytest.mark.parametrize("stack", sorted(SEED_OF_STACK))
 def test_benchmark_defaults_are_the_seeds_values(stack):
-    from benchmark.seeds import SEEDS
+    from reporting.seeds import SEEDS
 
     benchmark = load_stack(stack).spec().benchmark
     seed = SEEDS[SEED_OF_STACK[stack]]

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from benchmark import study
+from reporting import study
 
 from .synthetic_study import Truth, write
 
@@ -82,7 +82,7 @@ def test_a_draft_too_cheap_to_resolve_is_unstable_and_the_report_says_to_time_it
     """A draft whose cost is lost in the repeats' noise: its fitted slope is not positive in some
     repeat, or its interval reaches 0; the report prints no derived c for it and recommends
     timing it alone; the well-resolved draft keeps its c."""
-    from benchmark import tuning_report
+    from reporting import tuning_report
 
     cases = dict(list(TEST_CASES.items())[:2])
     truth = Truth(base_tpot_s=cases, p0=P0, c={"qwen3-0-6b": 0.0005, "qwen3-1-7b": 0.110}, windows=(5, 7),
@@ -131,7 +131,7 @@ def test_the_report_opens_with_the_answer_and_its_heatmap_is_a_readable_grid(sum
     import csv
     import shutil
 
-    from benchmark import tuning_report
+    from reporting import tuning_report
 
     written, figures = summary
     root = tmp_path / "report"

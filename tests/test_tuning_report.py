@@ -7,8 +7,8 @@ import statistics
 
 import pytest
 
-from benchmark import study, tuning_report
-from benchmark.intervals import t_quantile
+from reporting import study, tuning_report
+from reporting.intervals import t_quantile
 
 STUDY_ID = "study-0123456789"
 BASE_TPOT = (0.040, 0.050, 0.045)

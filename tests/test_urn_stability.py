@@ -74,7 +74,7 @@ def test_renamed_resources_keep_their_type_or_are_aliased_components(stack):
         assert new_type == renamed_types.get(old_type, old_type), (urn, new_type)
 
 
-REMOVED_ON_PURPOSE = {"qwen3-32b-eagle3": "Qwen3 on the Neuron 2.32 plugin is refused by validation (README, 'Engines')"}
+REMOVED_ON_PURPOSE = {"qwen3-32b-eagle3": "Qwen3 on the Neuron 2.32 plugin is refused by validation (docs/configuration.md, 'Engines')"}
 
 
 def test_only_stacks_removed_on_purpose_are_gone():

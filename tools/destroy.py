@@ -1,7 +1,7 @@
 """`make destroy STACK=<s>`: `pulumi destroy` the stack, then sweep its region for leftovers.
 
 The sweep runs even when the destroy fails: what it lists (instances, network interfaces) is
-usually why (README, "Troubleshooting"). Exits non-zero when either step does. A platform is
+usually why (docs/operations.md, "Troubleshooting"). Exits non-zero when either step does. A platform is
 destroyed last: while a pairing stack that names it is still deployed, this refuses and names
 it (its namespace, NodePool and servers run on the platform's cluster).
 """

@@ -11,7 +11,7 @@ The bucket defaults to the stack's `modelBucket` output (needs the Pulumi CLI an
 
 A stack with a `study` keeps each study under its id (study-<fingerprint>/, benchmark/tuner.py):
 the latest study (or --run-id) is downloaded and its tuning report written (tuning.md, tuning.json,
-tuning.csv, a heatmap and a speedup-vs-window plot: benchmark/tuning_report.py).
+tuning.csv, a heatmap and a speedup-vs-window plot: reporting/tuning_report.py).
 """
 from __future__ import annotations
 
@@ -21,10 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from benchmark import tuning_report
-from benchmark.report import write_report
-from benchmark.results import RUN_FILE
-from benchmark.study import STUDY_FILE
+from benchmark.results import RUN_FILE, STUDY_FILE
+from reporting import tuning_report
+from reporting.report import write_report
 from stackconfig.source import stack_argument
 
 from .stack import ToolError, aws_session, bucket_of, pairing_spec, run_tool

@@ -9,7 +9,7 @@ input can tell it from the original. An entry is keyed by (file, function, chang
 mutmut's mutant number, which moves whenever a function is edited: a surviving mutant is
 equivalent when an entry has its file and function (derived from its name) and its change (from
 mutmut's diff). One entry covers every mutant of that function making the same change. Each
-source folder (stackconfig/, benchmark/) is scored on its own. Exits 1 when a folder's score is
+source folder (stackconfig/, benchmark/, reporting/) is scored on its own. Exits 1 when a folder's score is
 below 90 %, when equivalents are more than 5 % of a folder's mutants, or when that file is stale
 or incomplete: an entry that no surviving mutant makes (its line was edited, or its function
 renamed or moved to another file), one whose file, function and change are also those of a
@@ -93,8 +93,8 @@ def parse_equivalents(markdown: str) -> list[Equivalent]:
 
 def source_of(name: str) -> tuple[str, str]:
     """A mutant's source file and function, from its name: `stackconfig.naming.x_slug__mutmut_15`
-    is in stackconfig/naming.py, function slug; `stackconfig.parse.xǁ_Sectionǁ_get__mutmut_3` in
-    stackconfig/parse.py, method _Section._get. (mutmut drops `__init__` from a package's module
+    is in stackconfig/naming.py, function slug; `stackconfig.parse.reader.xǁ_Sectionǁ_get__mutmut_3`
+    in stackconfig/parse/reader.py, method _Section._get. (mutmut drops `__init__` from a package's module
     name: such a mutant is in the package's __init__.py when there is no module file of that name.)"""
     mangled = name.partition("__mutmut_")[0]
     module, _, key = mangled.rpartition(".")
@@ -198,7 +198,7 @@ def mutmut_change(name: str) -> str:
 
 def by_folder(results: dict[str, str]) -> dict[str, dict[str, str]]:
     """Results grouped by the source folder a mutant is in (its name's first part: `stackconfig`,
-    `benchmark`), so that each folder is held to the bar on its own."""
+    `benchmark`, `reporting`), so that each folder is held to the bar on its own."""
     folders: dict[str, dict[str, str]] = {}
     for name, status in sorted(results.items()):
         folders.setdefault(name.split(".", 1)[0], {})[name] = status

@@ -1,4 +1,4 @@
-"""The README's sample report: a SYNTHETIC run shaped after the blog's findings (seed 003), written
+"""The sample report of docs/report.md: a SYNTHETIC run shaped after the blog's findings (seed 003), written
 in the driver's results layout and rendered by the real report code. Not a measurement.
 
     python -m tools.sample_report [--out build/sample-results] [--png docs/sample-report.png]
@@ -15,7 +15,7 @@ import random
 import shutil
 from pathlib import Path
 
-from benchmark.report import write_report
+from reporting.report import write_report
 from stackconfig.catalog import INSTANCE_SHAPES
 
 RUN_ID = "20261120T090000Z-synthetic"
@@ -83,7 +83,7 @@ def write_case(root: Path, variant: str, case: str, rng: random.Random) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=Path("build/sample-results"))
-    parser.add_argument("--png", type=Path, help="copy report.png here (the README's docs/sample-report.png)")
+    parser.add_argument("--png", type=Path, help="copy report.png here (docs/report.md's docs/sample-report.png)")
     args = parser.parse_args(argv)
     shutil.rmtree(args.out, ignore_errors=True)
     rng = random.Random(7)

@@ -180,7 +180,7 @@ def sweep(stack: str) -> int:
     for kind, ids in found.items():
         print(f"  {kind}: {', '.join(ids)}")
     print("delete them (instances first, then network interfaces, security groups, launch templates, "
-          "instance profiles), then re-run `make destroy`; README, 'Troubleshooting'.")
+          "instance profiles), then re-run `make destroy`; docs/operations.md, 'Troubleshooting'.")
     return 1
 
 

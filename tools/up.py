@@ -23,7 +23,7 @@ from .stack import require_cli, run_tool, stack_spec
 
 def next_steps(stack: str, spec: StackSpec | PlatformSpec) -> str:
     """What to run after a successful `pulumi up`: the stack's kubeconfig, then where its servers
-    and benchmark can be followed (README, "Watching it come up")."""
+    and benchmark can be followed (docs/operations.md, "Watching it come up")."""
     kubeconfig = f"(umask 077; pulumi stack output kubeconfig --show-secrets --stack {stack} > kubeconfig)"
     if isinstance(spec, PlatformSpec):
         return "\n".join([

@@ -55,7 +55,7 @@ def server_security_context(variant: Variant) -> dict:
 def pod_security_context(variant: Variant) -> dict:
     """RuntimeDefault seccomp unless the stack opts out (serving.seccompProfile), and with
     serving.runAs the user and group the pod runs as, its volumes owned by that group (fsGroup):
-    the opt-in that meets "restricted", unverified on Neuron (README, "Security"). The publisher's
+    the opt-in that meets "restricted", unverified on Neuron (docs/security.md, "Pods"). The publisher's
     container names its own user (modelstore/pod.py security_context)."""
     serving = variant.serving
     context = {"seccompProfile": {"type": "RuntimeDefault"}} if serving.seccomp_runtime_default else {}
@@ -188,7 +188,7 @@ class VllmVariant(pulumi.ComponentResource):
             metadata={
                 "name": workload, "namespace": args.namespace, "labels": labels(variant),
                 # A first start downloads and compiles for up to hours; `pulumi up` must not wait
-                # for it (README: watching compilation).
+                # for it (docs/operations.md, "Watching it come up").
                 "annotations": {"pulumi.com/skipAwait": "true", "sd-trn2/artifacts": variant.artifact_path,
                                 # A server Pulumi sizes takes the replica count back from the tuner's
                                 # field manager when a stack leaves sequential mode (else server-side

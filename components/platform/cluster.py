@@ -141,7 +141,7 @@ class Cluster(pulumi.ComponentResource):
         # nodes: IMDSv2 only, at hop limit 1 so pods cannot borrow the node's role, and an encrypted
         # root volume. A managed node group has no setting for either; its launch template does
         # (pulumi-eks v4.3.0 nodegroup.ts: a custom template excludes disk_size and enable_imd_sv2).
-        # Adding it replaces the node group of a running stack once (README, "Security").
+        # Adding it replaces the node group of a running stack once (docs/security.md, "Upgrading a running stack to this release").
         system_template = aws.ec2.LaunchTemplate(
             f"{name}-system",
             description=f"{args.cluster_name}: system nodes",

@@ -79,9 +79,21 @@ def _nxdi(path: str, lines: str) -> Source:
                   f"src/neuronx_distributed_inference/{path}", lines)
 
 
+FORK_RELEASE = ("neuron-2.24-vllm-v0.7.2", "490ab20f123913937456e9ff8047a88f0b18a623")
+"""The vLLM Neuron fork (aws-neuron/upstreaming-to-vllm) as read for its Neuron loader and runners:
+its newest readable release branch (2025-06-20), standing in for branch 2.26.1, which the image
+clones and which is not public. Where this branch and the fork's main differ on Neuron behaviour,
+the 2.26.1 image behaved as this branch does: it served the seeds' Qwen3-1.7B draft (16 attention
+heads) at TP 32, which main refuses (docs/engines.md, "Release branch and main of the fork")."""
+
+
 def _fork(path: str, lines: str) -> Source:
-    return Source("aws-neuron/upstreaming-to-vllm", "main, standing in for branch 2.26.1",
-                  "dd417b311607e53f2c7be614e69a5979facdb344", f"vllm/{path}", lines)
+    branch, commit = FORK_RELEASE
+    return Source("aws-neuron/upstreaming-to-vllm", f"{branch}, standing in for branch 2.26.1", commit, f"vllm/{path}", lines)
+
+
+RUNNER_SAMPLING_READ = _fork("worker/neuronx_distributed_model_runner.py", "93-96")
+"""Where the fork's runner reads the sampling config by attribute (.global_topk)."""
 
 
 TUTORIAL_405B = Source("aws-neuron/aws-neuron-sdk", "master of 2026-08-21", "81ce03ae",
@@ -191,13 +203,16 @@ def _kernel_buckets(config: dict[str, Any], start: str, failures: list[EngineFai
 
 
 # ---------------------------------------------------------------------------------------------
-# The vLLM Neuron fork's loader (legacy engine) over NxD Inference
+# The vLLM Neuron fork's loader (legacy engine) over NxD Inference: lines of
+# vllm/model_executor/model_loader/neuronx_distributed.py on FORK_RELEASE unless a file is named.
 
 
 def fork_defaults(variant: Variant) -> dict[str, Any]:
     """The neuron config the fork builds from vLLM's arguments before applying the override:
-    _get_default_neuron_config (L594-617) for a baseline, _get_default_speculation_config
-    (L620-643) for speculation. The keys the checks read."""
+    _get_default_neuron_config (L603-655) for a baseline, _get_default_speculation_config
+    (L658-691) for speculation. The keys the checks read; they are the branch's values without
+    chunked prefill, which vLLM leaves off on Neuron unless asked (engine/arg_utils.py
+    L1121-1150) and the program never asks for."""
     serving = variant.serving
     common = {"tp_degree": variant.tensor_parallel_size, "batch_size": serving.max_num_seqs,
               "max_context_length": serving.max_model_len, "seq_len": serving.max_model_len, "enable_bucketing": True,
@@ -221,7 +236,7 @@ class LoadedModel:
 
 def _draft_config(target: dict[str, Any]) -> dict[str, Any]:
     """The fork's draft config for fused speculation: a deep copy of the target's, not
-    re-validated (NeuronSpeculationCausalLM.load_weights, L511-525)."""
+    re-validated (NeuronSpeculationCausalLM.load_weights, L519-533)."""
     draft = copy.deepcopy(target)
     eagle = target.get("enable_eagle_speculation")
     if not eagle:
@@ -244,7 +259,7 @@ def _to_json(config: dict[str, Any]) -> dict[str, Any]:
 
 def legacy_first_start(variant: Variant, override: dict[str, Any]) -> LoadedModel:
     """An empty artifacts folder: the fork merges its defaults with the override (a shallow
-    update, L646-651), constructs the target's NeuronConfig from the result (L160-161, L505-506),
+    update, L694-703), constructs the target's NeuronConfig from the result (L218-219, L513-514),
     derives the draft's, and compiles, which saves config.json before tracing
     (application_base.py L269)."""
     failures: list[EngineFailure] = []
@@ -265,8 +280,8 @@ def legacy_reload(saved: str, override: dict[str, Any]) -> LoadedModel:
     (application_base.py L79-80), which constructs the target's NeuronConfig and the draft's again
     (InferenceConfig.from_json_string, models/config.py L737-784). The fork then copies every
     override key onto the loaded target config with setattr: no conversion, no validation
-    (L181-187, L548-553). Only FileNotFoundError and ValueError make it recompile (L192-195,
-    L558-561); any other error stops the server."""
+    (L239-245, L556-562). Only FileNotFoundError and ValueError make it recompile (L251-254,
+    L567-570); any other error stops the server."""
     failures: list[EngineFailure] = []
     document = json.loads(saved)
     target = nxdi_neuron_config(document["neuron_config"], RESTART, failures)
@@ -280,7 +295,7 @@ def legacy_reload(saved: str, override: dict[str, Any]) -> LoadedModel:
 
 def _serve(loaded: LoadedModel, start: str) -> None:
     """What the first request reads: the sampling config, by attribute in the fork's runner
-    (worker/neuronx_distributed_model_runner.py L77-80, .global_topk) and by key or attribute in
+    (worker/neuronx_distributed_model_runner.py L93-96, .global_topk) and by key or attribute in
     NxDI's validation (modules/generation/sampling.py L116-119, called on every forward from
     models/model_base.py L3133)."""
     sampling = loaded.target.get("on_device_sampling_config")
@@ -288,7 +303,7 @@ def _serve(loaded: LoadedModel, start: str) -> None:
         failures = loaded.failures
         failures.append(EngineFailure(start, "on_device_sampling_config",
                                       f"the sampling config is the plain dict {sampling!r}, not NxDI's OnDeviceSamplingConfig: the "
-                                      "runner's .global_topk raises AttributeError", _fork("worker/neuronx_distributed_model_runner.py", "77-80")))
+                                      "runner's .global_topk raises AttributeError", RUNNER_SAMPLING_READ))
 
 
 def legacy_override(args: list[str]) -> dict[str, Any]:
@@ -304,9 +319,9 @@ def legacy_failures(variant: Variant, args: list[str]) -> list[EngineFailure]:
 
 def serves_greedily(variant: Variant, request: dict[str, Any]) -> bool:
     """Fused speculation compiles with the fork's default sampling config, top_k 1 without
-    sampling (L639-642), and NxDI keeps it greedy (models/model_base.py L1487); a baseline
-    compiles dynamic on-device sampling (L599-600), which follows each request, greedy only at
-    temperature 0 (worker/neuron_model_runner.py L355-364) or top_k 1."""
+    sampling (L681-684), and NxDI keeps it greedy (models/model_base.py L1487); a baseline
+    compiles dynamic on-device sampling (L609-610), which follows each request, greedy only at
+    temperature 0 (worker/neuron_model_runner.py L551-560) or top_k 1."""
     return variant.is_speculative or request.get("temperature") == 0 or request.get("top_k") == 1
 
 
@@ -369,5 +384,5 @@ ENGINE = EngineInfo(
     check_variant=check_variant,
     rescaled_fp8=True,
     beyond_newest=(" (NxD Inference's support on Trn2 ends with Neuron 2.34: the legacy engine is frozen; migrate to vllm-neuron, "
-                   "README 'Engines')"),
+                   "docs/configuration.md, 'Engines')"),
 )

@@ -33,7 +33,7 @@ def version(argv: list[str]) -> str:
 
 def check_clis() -> Result:
     """Each CLI on PATH, and the AWS CLI at major version 2: `aws eks get-token`, which every
-    kubeconfig of this program runs, and the README's commands are the v2 CLI's ("aws-cli/2.x" in
+    kubeconfig of this program runs, and the commands docs/operations.md gives are the v2 CLI's ("aws-cli/2.x" in
     `aws --version`; v1 printed "aws-cli/1.x")."""
     missing = [name for name in VERSION_COMMANDS if shutil.which(name) is None]
     if missing:

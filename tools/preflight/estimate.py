@@ -1,6 +1,6 @@
 """How long one run of a stack keeps its nodes up: the one estimate that reservations and cost use.
 
-    provisioning  ~25 min: the first `pulumi up` (README, "Bring a pairing up": 20-25 minutes)
+    provisioning  ~25 min: the first `pulumi up` (docs/operations.md, "Watching it come up": 20-25 minutes)
     start         the slowest variant's startup budget (stackconfig/model.py
                   Variant.startup_budget_seconds: download + compile + load, 3-12 h), an upper bound
     benchmark     test cases x requests x variants (x repeats of a study), each request's output

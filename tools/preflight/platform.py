@@ -179,6 +179,6 @@ def check_endpoint(spec: StackSpec | PlatformSpec) -> Result:
     if OPEN_TO_ALL in cidrs:
         return Result("WARN", ENDPOINT, f"the public Kubernetes API endpoint accepts {OPEN_TO_ALL} (the default); "
                                         "authentication still applies",
-                      "set cluster.publicAccessCidrs to the blocks you run `pulumi up` and kubectl from (README, \"Security\")")
+                      "set cluster.publicAccessCidrs to the blocks you run `pulumi up` and kubectl from (docs/security.md, \"Control plane and nodes\")")
     return Result("PASS", ENDPOINT, f"the public Kubernetes API endpoint accepts {', '.join(cidrs)} only; "
                                     "this machine must be inside them")

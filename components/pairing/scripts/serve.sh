@@ -64,7 +64,7 @@ committed_set() {  # prints the directory holding the path's committed set, if t
     if [ -d "$STAGING_DIR/$name/$FILES_DIR" ]; then
       echo "$STAGING_DIR/$name/$FILES_DIR"
     else
-      echo "$COMMIT_FILE names set $name, which is gone from $STAGING_DIR (README, troubleshooting)" >&2
+      echo "$COMMIT_FILE names set $name, which is gone from $STAGING_DIR (docs/operations.md, "Troubleshooting")" >&2
     fi
   fi
 }

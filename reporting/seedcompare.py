@@ -1,7 +1,7 @@
 """A seed's published figures beside the run's, in the seed's own statistic, with the shape
 differences that make them not directly comparable.
 
-Each seed figure is an LLMPerf metric (benchmark/seeds.py). Beside it the report puts the figure
+Each seed figure is an LLMPerf metric (reporting/seeds.py). Beside it the report puts the figure
 this project measures for the same thing, and LLMPerf's own value from the run's summary, which is
 defined as the seed's was (so the gap between those two is LLMPerf's bias, and the gap between the
 seed and LLMPerf's column is the difference between the setups).
@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .analysis import statistic, values
-from .results import CaseResult, load_case
+from benchmark.analysis import statistic, values
+from benchmark.results import CaseResult, load_case
+
 from .seeds import SEEDS, Published, Seed
 
 # LLMPerf metric -> (what this project measures for it, how).

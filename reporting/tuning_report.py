@@ -3,10 +3,10 @@ case and overall), tuning.json, tuning.csv (every figure, one row per study, tes
 configuration), and per study a heatmap (draft x window, TPOT speedup, per test case and overall,
 on one colour scale, each cell's figure printed) and a speedup-vs-window plot with the intervals.
 
-    python -m benchmark.tuning_report DIR
+    python -m reporting.tuning_report DIR
 
-The figures are benchmark/study.py's; this module lays them out. A configuration a source document
-chose is marked (benchmark/seeds.py PUBLISHED_CHOICES), with its published figures beside it.
+The figures are reporting/study.py's; this module lays them out. A configuration a source document
+chose is marked (reporting/seeds.py PUBLISHED_CHOICES), with its published figures beside it.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ HOW_TO_READ = (
     "logarithms (n/a with one repeat). Acceptance = accepted / "
     "drafted tokens from the server's counters, summed over the repeats; length = mean accepted tokens per target "
     "step (1 + accepted / drafts). Bound = Leviathan's E[tokens per step] / (c k + 1) with both measured: c is "
-    "derived from the slope of SD step time over the window across this draft's windows (benchmark/study.py), so it "
+    "derived from the slope of SD step time over the window across this draft's windows (reporting/study.py), so it "
     "needs two windows of a draft; where the draft was served alone (study.timeDraftsAlone), c is measured instead: "
     "its TPOT / the baseline's, printed as that row's c with its interval. 'reached' = measured speedup / bound. Goodput = requests meeting both targets, "
     "of every request sent (LLMPerf's discarded extras included, on both sides). $/M = the configuration's share of the node's list price per million output tokens. "

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .pod import SAMPLE_TEST_CASES
+from benchmark.pod import SAMPLE_TEST_CASES
 
 SONNETS = None
 """A test case whose prompt is None uses LLMPerf's own sonnet.txt (benchmark/pod.py SAMPLE_TEST_CASES)."""

@@ -1,11 +1,11 @@
 """Compare variants per test case and write report.md, report.png, report.json and report.csv.
 
-    python -m benchmark.report DIR
+    python -m reporting.report DIR
 
 The figures and their sources are benchmark/analysis.py's; this module lays them out. Each run
 opens with a summary across its test cases; every table says where its numbers come from; a short
 or failed case is flagged, never averaged away; the stack's seed's published figures are printed
-beside the measured ones (benchmark/seedcompare.py). report.csv holds every figure, one row per
+beside the measured ones (reporting/seedcompare.py). report.csv holds every figure, one row per
 (run, test case, variant), for a notebook.
 """
 from __future__ import annotations
@@ -19,7 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from . import analysis, seedcompare
+from benchmark import analysis
+
+from . import seedcompare
 
 GiB = 1024 ** 3
 SOURCES = (

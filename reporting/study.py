@@ -6,7 +6,7 @@ never averaged in. Across repeats:
 - speedup: per repeat, the baseline's figure measured next to the configuration (in its block,
   repeat-<r>/beside-<configuration>/; where the pair does not fit the nodes, the repeat's own
   measurement of the baseline) over the configuration's: a paired ratio; their geometric mean
-  with the 95 % t interval of their logarithms (benchmark/intervals.py); "overall" uses, per
+  with the 95 % t interval of their logarithms (reporting/intervals.py); "overall" uses, per
   repeat, the geometric mean over the test cases of that repeat's ratios (a repeat missing a case
   is left out of the overall figure). "Not distinguishable from the best": the per-repeat ratio
   of the best's speedup to the other's, whose interval reaches 1;
@@ -47,20 +47,14 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from . import acceptance, analysis
-from .intervals import CONFIDENCE, log_interval, t_quantile
-from .results import load_case
+from benchmark import acceptance, analysis
+from benchmark.results import STUDY_FILE, load_case, study_run_id
 
-STUDY_FILE = "study.json"
+from .intervals import CONFIDENCE, log_interval, t_quantile
 
 
 def study_ids(results_dir: Path) -> list[str]:
     return sorted(p.parent.name for p in results_dir.glob(f"*/{STUDY_FILE}"))
-
-
-def run_id(study_id: str, repeat: int, beside: str | None = None) -> str:
-    """Where a repeat's cases are; `beside`: the baseline measured in that configuration's block."""
-    return f"{study_id}/repeat-{repeat}" + (f"/beside-{beside}" if beside else "")
 
 
 def goodput(case, ttft_ms: int | None, tpot_ms: int | None) -> dict[str, Any]:
@@ -104,7 +98,7 @@ def repeat_figures(results_dir: Path, study: dict, variant: dict, test_case: str
     the baseline measured in that configuration's block."""
     labels = {r: f"repeat {r}" + (f" beside {beside}" if beside else "") for r in range(1, study["repeats"] + 1)}
     return {r: entry for r, label in labels.items()
-            if (entry := case_entry(results_dir, study, variant, test_case, run_id(study["id"], r, beside), label))}
+            if (entry := case_entry(results_dir, study, variant, test_case, study_run_id(study["id"], r, beside), label))}
 
 
 def paired_baseline(results_dir: Path, study: dict, baseline: dict, variant: str, test_case: str) -> dict[int, dict]:
