@@ -27,8 +27,6 @@ import importlib
 import os
 import sys
 
-from offline.collector import paused_then_frozen
-
 # command -> the module whose main(argv) runs it. Imported when run, so a command loads only what
 # it needs (`sweep` never loads the Pulumi program; `plan` is the one that runs it, offline).
 COMMANDS = {
@@ -60,8 +58,7 @@ def main(argv: list[str]) -> int:
               f"{', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     try:
-        with paused_then_frozen():  # the command's modules: nothing for the collector (offline/collector.py)
-            module = importlib.import_module(COMMANDS[command])
+        module = importlib.import_module(COMMANDS[command])
         if command == "plan-all":
             return module.plan_all(rest)
         return module.main(rest)
