@@ -6,19 +6,37 @@
 VENV   ?= .venv
 PYTHON ?= python3
 PY     := $(VENV)/bin/python
-export STACK RUN BUCKET PREVIEW PREVIOUS JSON SKIP_PREFLIGHT ALLOW_OPEN_ENDPOINT PY PYTHON VENV FAULTS
+INFERENCE_PERF_VENV ?= .venv-inference-perf
+PYTHON312 ?= python3.12
+export STACK RUN BUCKET PREVIEW PREVIOUS JSON SKIP_PREFLIGHT ALLOW_OPEN_ENDPOINT PY PYTHON VENV FAULTS INFERENCE_PERF_VENV PYTHON312
 
 .PHONY: help setup test lint scan mutate plan plan-all lock rehearse preflight up destroy sweep benchmark results
 
 help: ## list the targets
-	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] [PREVIOUS=<report.json|tuning.json>] | make plan-all | make test | make scan | make mutate"
+	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] [PREVIOUS=<report.json|tuning.json>] | make plan-all | make lint | make test | make scan | make mutate"
 	@echo "              make rehearse STACK=<s> [FAULTS=a,b]"
 	@echo "Real account: make preflight STACK=<s> [JSON=1] | make up STACK=<s> [SKIP_PREFLIGHT=1] [ALLOW_OPEN_ENDPOINT=1] | make benchmark STACK=<s>"
 	@echo "              make results STACK=<s> [RUN=<run id>] [BUCKET=<bucket>] | make sweep STACK=<s> | make destroy STACK=<s>"
+	@echo "              make lock STACK=<s> [REFS=\"<model>=<ref> ...\"]"
 	@echo "Stacks:       $(patsubst stacks/Pulumi.%.yaml,%,$(wildcard stacks/Pulumi.*.yaml))"
 	@echo "The CLI behind them: $(PY) -m tools --help"
 
 setup: $(VENV)/.installed ## a virtualenv with every pinned dependency
+
+# inference-perf, the second load generator (benchmark/loadgen/inference_perf.py), needs Python 3.12
+# and pins transformers 5.13: a virtualenv of its own, from the hash-locked lock the benchmark pod
+# installs (benchmark/requirements-inference-perf.lock). Only the tests run it (against local
+# servers), so `make test` builds it, not `make setup`: the program itself never needs it here.
+$(INFERENCE_PERF_VENV)/.installed: benchmark/requirements-inference-perf.lock
+	@py="$$PYTHON312"; "$$py" --version >/dev/null 2>&1 || { \
+		version=$$(pyenv versions --bare 2>/dev/null | grep -E '^3\.12(\.|$$)' | tail -n 1); \
+		[ -z "$$version" ] || py="$$(pyenv root)/versions/$$version/bin/python3.12"; }; \
+	"$$py" --version >/dev/null 2>&1 || { echo "make test needs Python 3.12 for inference-perf (none found as $$PYTHON312 or in pyenv): set PYTHON312=<path>" >&2; exit 2; }; \
+	echo "installing inference-perf into $$INFERENCE_PERF_VENV with $$("$$py" --version) (benchmark/requirements-inference-perf.lock, hash-checked, a few minutes the first time)"; \
+	"$$py" -m venv "$$INFERENCE_PERF_VENV"
+	@"$$INFERENCE_PERF_VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-compile --require-hashes --no-deps \
+		-r benchmark/requirements-inference-perf.lock
+	@touch "$$INFERENCE_PERF_VENV/.installed"
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-distributed.txt
 	@"$$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make setup needs Python 3.11 or newer (tested with 3.11); found %d.%d: set PYTHON=python3.11" % sys.version_info[:2])'
@@ -34,10 +52,14 @@ lint: setup ## ruff (ruff.toml)
 	@"$$PY" -m ruff check .
 
 # One worker per core (pytest-xdist); TEST_WORKERS=0 runs the suite in this process.
+# The suite's processes keep the bytecode they compile, in build/pycache (PYTHONPYCACHEPREFIX), even
+# where PYTHONDONTWRITEBYTECODE is set: without it every worker and every `python -m` the tests start
+# compiled torch, transformers and sympy again (installed without bytecode: make setup), about 6 CPU s
+# each, and pytest rewrote every test module again.
 TEST_WORKERS ?= auto
 export TEST_WORKERS
-test: lint ## lint, then the test suite
-	"$$PY" -m pytest -q -n "$$TEST_WORKERS"
+test: lint $(INFERENCE_PERF_VENV)/.installed ## lint, then the test suite (inference-perf's virtualenv built first)
+	env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX="$$(pwd)/build/pycache" "$$PY" -m pytest -q -n "$$TEST_WORKERS"
 
 # checkov in a virtualenv of its own (requirements-scan.txt, every package pinned), then the scan of
 # every stack's Kubernetes objects and AWS resources against security/checkov-allowlist.yaml (offline/scan.py).

@@ -23,6 +23,8 @@ import re
 import urllib.request
 from typing import Any
 
+from .results import CaseResult, RequestResult
+
 COUNTERS = {
     "drafts": "vllm:spec_decode_num_drafts_total",
     "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
@@ -118,3 +120,20 @@ def tokens_per_step(completion_tokens: list[int], content_chunks: list[int]) -> 
     """Implied tokens per target step over a set of requests (see module docstring)."""
     steps = sum(chunks - 1 for chunks in content_chunks)
     return sum(tokens - 1 for tokens in completion_tokens) / steps if steps > 0 else None
+
+
+def acceptance_figures(case: CaseResult, k: int | None, ok: list[RequestResult]) -> dict[str, Any]:
+    """Tokens per target step (implied, every variant: ~1 for a baseline), the acceptance rate it
+    implies for an SD variant, and the server's counters where it exposes them."""
+    counted = [r for r in ok if r.output_tokens is not None]
+    per_step = tokens_per_step([r.output_tokens for r in counted], [r.content_chunks for r in counted])
+    figures: dict[str, Any] = {"tokens_per_step_implied": per_step, "acceptance_rate_implied": None}
+    if k and per_step is not None:
+        figures["acceptance_rate_implied"] = implied_acceptance(per_step, k)
+    specdecode = case.specdecode or {}
+    if "before" in specdecode and "after" in specdecode:
+        counters = from_counters(counter_deltas(specdecode["before"], specdecode["after"]))
+    else:
+        counters = {"acceptance_rate": None, "note": specdecode.get("error", "not scraped")}
+    figures["counters"] = counters
+    return figures

@@ -1,17 +1,19 @@
-"""Run LLMPerf against every variant for every test case, measuring through a proxy, and keep
-every result in S3 as soon as it exists.
+"""Run the stack's load generator (LLMPerf or inference-perf: benchmark/loadgen/) against every
+variant for every test case at every load level, measuring through a proxy, and keep every result
+in S3 as soon as it exists.
 
     python -m benchmark.driver --config run-config.json --results-dir /results \
-        --llmperf-dir /opt/llmperf [--run-id ID] [--namespace NS] [--bucket B --prefix results/]
+        --generator-dir /opt/work/llmperf [--run-id ID] [--namespace NS] [--bucket B --prefix results/]
 
 1. run.json (status "running") is written and uploaded before anything else, then again after
    every case with the cases so far.
 2. Wait until every variant's /health answers.
-3. For each test case, each variant in turn (interleaved, so drift over a long run hits all variants
-   alike): wait again until it answers (a server that restarted mid-run is waited for, not
-   measured while it loads), locate the variant's pod and Neuron devices, read its speculative-decoding counters,
-   run LLMPerf (unmodified, its flags, files and keys as upstream) through a measuring proxy
-   (benchmark/proxy.py) with its stdout/stderr kept in the case folder, read the counters again,
+3. For each test case and load level, each variant in turn (interleaved, so drift over a long run
+   hits all variants alike): wait again until it answers (a server that restarted mid-run is waited
+   for, not measured while it loads), locate the variant's pod and Neuron devices, read its
+   speculative-decoding counters, run the load generator (unmodified, its own command line and
+   files) through a measuring proxy (benchmark/proxy.py) with its stdout/stderr kept in the case
+   folder, read the counters again,
    publish the case to CloudWatch once (a published.json marker in S3 says it was, so a case done
    again after a killed run never counts twice) and upload the case folder; each upload is
    retried. The devices' Neuron telemetry is
@@ -20,16 +22,15 @@ every result in S3 as soon as it exists.
    "failed" (with the reason: endpoints never healthy, SIGTERM at the Job's deadline, ...) and is
    uploaded; the exit code is 0 only for "complete", so the Job shows the failure.
 
-LLMPerf builds prompts from lines of its sonnet.txt; a test case replaces that file with its prompt,
-as the sample did.
+Each generator's module says where a test case's prompt goes (LLMPerf: its sonnet.txt, as the
+sample did). A run of several load levels (benchmark.concurrency or benchmark.rate a list) keeps each
+level's case in a folder of its own (results.py case_dir); a run of one level keeps today's layout.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -43,24 +44,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import acceptance
+from .loadgen import Case, Invocation, Level, LoadGenerator, generator
 from .proxy import RECORDS_FILE, MeasuringProxy
 from .publish import case_metric_data, dimension_values, telemetry_metric_data
-from .results import CASE_FILE, RUN_FILE, SPECDECODE_FILE, STDERR_FILE, STDOUT_FILE, TELEMETRY_FILE, case_dir, load_case
+from .results import CASE_FILE, RUN_FILE, SPECDECODE_FILE, TELEMETRY_FILE, case_dir, load_case, run_levels, streams
 
-PROMPT_FILE = Path("src/llmperf/sonnet.txt")
-PROMPT_LINES = 400  # enough lines for LLMPerf to sample the longest configured input from
-_ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*$")
-Runner = Callable[[list[str], dict[str, str], Path, Path, float], int]
-"""(argv, extra environment, working directory, case folder for stdout/stderr, deadline in
-seconds) -> exit code."""
+Runner = Callable[[Invocation, Path, Path], int]
+"""(the generator's invocation, file for its stdout, file for its stderr) -> exit code."""
 TIMED_OUT = 124  # as coreutils' timeout(1)
 PUBLISHED_FILE = "published.json"
 TELEMETRY_PUBLISHED_FILE = "telemetry-published.json"
 UPLOAD_ATTEMPTS = 3
 """Tries per file on top of botocore's own retries (production_hooks), for what those do not cover."""
-# LLMPerf starts a local Ray instance before it sends anything
-# (ray-project/llmperf@f1d6bed:token_benchmark_ray.py, ray.init under __main__).
-STARTUP_ALLOWANCE_S = 600
 
 
 class Terminated(Exception):
@@ -111,72 +106,25 @@ def wait_for_variants(variants: list[dict], reason: Callable[[dict], str | None]
         waiting = {v["name"]: why for v in variants if v["name"] in waiting and (why := reason(v))}
 
 
-def llmperf_command(python: str, variant: dict, shape: dict, out_dir: Path) -> list[str]:
-    """LLMPerf's own CLI (docs/facts.md "LLMPerf"; ray-project/llmperf@f1d6bed:token_benchmark_ray.py argparse
-    flags)."""
-    runs = math.ceil(shape["requestsPerTestCase"] / shape["concurrency"])
-    return [
-        python, "token_benchmark_ray.py",
-        "--model", variant["servedModelName"],
-        "--mean-input-tokens", str(shape["inputTokens"]), "--stddev-input-tokens", "0",
-        "--mean-output-tokens", str(shape["outputTokens"]), "--stddev-output-tokens", "0",
-        "--max-num-completed-requests", str(shape["requestsPerTestCase"]),
-        "--num-concurrent-requests", str(shape["concurrency"]),
-        "--timeout", str(shape["requestTimeoutSeconds"] * runs),
-        "--results-dir", str(out_dir),
-        "--llm-api", "openai",
-        "--additional-sampling-params", json.dumps(shape["samplingParams"]),
-    ]
-
-
-def llmperf_environment(base_url: str, llmperf_dir: Path, inherited_path: str | None = None) -> dict[str, str]:
-    return {
-        "OPENAI_API_BASE": base_url, "OPENAI_API_KEY": "not-used",
-        # Run from src/: LLMPerf's pyproject refuses `pip install` on Python 3.11
-        # (ray-project/llmperf@f1d6bed:pyproject.toml requires-python ">=3.8, <3.11"), in front of
-        # the pod's own path (its dependencies live outside site-packages: benchmark/pod.py).
-        "PYTHONPATH": os.pathsep.join([str(llmperf_dir / "src"), *([inherited_path] if inherited_path else [])]),
-        "RAY_USAGE_STATS_ENABLED": "0",
-    }
-
-
-def llmperf_deadline_s(shape: dict) -> float:
-    """LLMPerf checks its --timeout only between requests, and can loop before sending any (it
-    redraws a prompt length below its template's forever when stddev is 0), so the driver bounds
-    it: its own timeout, one more request in flight, and Ray's start."""
-    runs = math.ceil(shape["requestsPerTestCase"] / shape["concurrency"])
-    return shape["requestTimeoutSeconds"] * (runs + 1) + STARTUP_ALLOWANCE_S
-
-
-def subprocess_runner(argv: list[str], env: dict[str, str], cwd: Path, out_dir: Path, deadline_s: float) -> int:
-    """Run LLMPerf in a session of its own, so that when it ends, times out or the pod is being
-    stopped, the Ray processes it started go with it (a killed LLMPerf leaves them running)."""
-    with (out_dir / STDOUT_FILE).open("w") as stdout, (out_dir / STDERR_FILE).open("w") as stderr:
-        process = subprocess.Popen(argv, env={**os.environ, **env}, cwd=cwd, stdout=stdout, stderr=stderr,
-                                   start_new_session=True)
+def subprocess_runner(invocation: Invocation, stdout_file: Path, stderr_file: Path) -> int:
+    """Run the load generator in a session of its own, so that when it ends, times out or the pod
+    is being stopped, the processes it started go with it (a killed LLMPerf leaves its Ray
+    processes running; inference-perf starts worker processes)."""
+    with stdout_file.open("w") as stdout, stderr_file.open("w") as stderr:
+        process = subprocess.Popen(invocation.argv, env={**os.environ, **invocation.env}, cwd=invocation.cwd,
+                                   stdout=stdout, stderr=stderr, start_new_session=True)
         try:
-            return process.wait(timeout=deadline_s)
+            return process.wait(timeout=invocation.deadline_s)
         except subprocess.TimeoutExpired:
-            stderr.write(f"\nTimeoutError: LLMPerf did not finish within {deadline_s:.0f} s; the driver stopped it\n")
+            stderr.write(f"\nTimeoutError: the load generator did not finish within {invocation.deadline_s:.0f} s; "
+                         "the driver stopped it\n")
             return TIMED_OUT
         finally:
             try:
                 os.killpg(process.pid, signal.SIGKILL)
             except ProcessLookupError:
-                pass  # LLMPerf and everything it started have already exited
+                pass  # the generator and everything it started have already exited
             process.wait()
-
-
-def last_error_line(stderr: str) -> str | None:
-    """The last line of LLMPerf's stderr naming an exception (e.g. "KeyError: 'error_code'")."""
-    lines = [line.strip() for line in stderr.splitlines() if _ERROR_LINE.match(line.strip())]
-    return lines[-1] if lines else None
-
-
-def thread_deaths(stderr: str) -> int:
-    """LLMPerf worker threads that died: Python's threading.excepthook prints "Exception in thread"
-    (a failed request raises ZeroDivisionError in its thread: docs/facts.md "LLMPerf, measured")."""
-    return stderr.count("Exception in thread")
 
 
 @dataclass
@@ -235,49 +183,62 @@ def counters(hooks: Hooks, endpoint: str) -> dict[str, Any]:
         return {"error": f"/metrics unreadable: {error}"}
 
 
-def run_case(config: dict, variant: dict, test_case: str, results_dir: Path, run_id: str, llmperf_dir: Path,
-             hooks: Hooks, telemetry: ThreadPoolExecutor) -> dict[str, Any]:
-    """One (test case, variant): LLMPerf through the proxy; everything saved and uploaded."""
-    shape = config["shape"]
-    out = case_dir(results_dir, run_id, variant["name"], test_case)
+def run_case(config: dict, variant: dict, test_case: str, level: Level, results_dir: Path, run_id: str,
+             generator_dir: Path, hooks: Hooks, telemetry: ThreadPoolExecutor) -> dict[str, Any]:
+    """One (test case, load level, variant): the load generator through the proxy; everything saved
+    and uploaded."""
+    shape, load_generator = config["shape"], run_generator(config)
+    where = level_folder(config, level)
+    out = case_dir(results_dir, run_id, variant["name"], test_case, where)
     out.mkdir(parents=True, exist_ok=True)
     placement = hooks.locate(variant)
     before = counters(hooks, variant["endpoint"])
     started = time.time()
-    print(f"[{test_case}] {variant['name']}: LLMPerf against {variant['endpoint']} through the measuring proxy", flush=True)
-    with MeasuringProxy(variant["endpoint"], out / RECORDS_FILE, timeout_s=shape["requestTimeoutSeconds"]) as proxy:
-        code = hooks.runner(llmperf_command(hooks.python, variant, shape, out),
-                            llmperf_environment(proxy.base_url, llmperf_dir, os.environ.get("PYTHONPATH")), llmperf_dir, out,
-                            llmperf_deadline_s(shape))
+    label = f"[{test_case}{' at ' + where if where else ''}] {variant['name']}"
+    print(f"{label}: {load_generator.title} against {variant['endpoint']} through the measuring proxy", flush=True)
+    fills = {} if load_generator.sends_sampling_params else shape["samplingParams"]
+    stdout_file, stderr_file = streams(out, load_generator.output_name)
+    with MeasuringProxy(variant["endpoint"], out / RECORDS_FILE, timeout_s=shape["requestTimeoutSeconds"], fills=fills) as proxy:
+        invocation = load_generator.invocation(Case(hooks.python, generator_dir, variant, shape, level, out, proxy.base_url,
+                                                    os.environ.get("PYTHONPATH")))
+        code = hooks.runner(invocation, stdout_file, stderr_file)
     finished = time.time()
     after = counters(hooks, variant["endpoint"])
-    stderr = (out / STDERR_FILE).read_text(errors="replace") if (out / STDERR_FILE).exists() else ""
+    facts = load_generator.outcome(stderr_file.read_text(errors="replace") if stderr_file.exists() else "")
     meta = {"testCase": test_case, "variant": variant["name"], "asked": shape["requestsPerTestCase"],
-            "concurrency": shape["concurrency"], "exitCode": code, "llmperfError": last_error_line(stderr),
-            "threadDeaths": thread_deaths(stderr), "startedAt": started, "finishedAt": finished, "placement": placement}
+            "concurrency": level.value if level.kind == "concurrency" else None, "load": level.as_dict(),
+            "generator": load_generator.name, "exitCode": code, **facts, "startedAt": started, "finishedAt": finished,
+            "placement": placement}
     (out / CASE_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
     specdecode = {"error": before.get("error") or after.get("error")} if "error" in before or "error" in after \
         else {"before": before, "after": after}
     (out / SPECDECODE_FILE).write_text(json.dumps(specdecode, indent=2, sort_keys=True) + "\n")
-    case = load_case(results_dir, run_id, variant["name"], test_case)
+    case = load_case(results_dir, run_id, variant["name"], test_case, where)
     for path in sorted(p for p in out.iterdir() if p.is_file()):
         hooks.keep(path)
+    dimensions = dimension_values(config, variant["name"], test_case, where)
     try:
         hooks.publish_once(out / PUBLISHED_FILE, case_metric_data(case, variant, datetime.fromtimestamp(finished, timezone.utc),
-                                                                  dimension_values(config, variant["name"], test_case)))
+                                                                  dimensions))
     except Exception as error:  # CloudWatch is a view of the results; S3 holds them
-        print(f"WARNING: could not publish [{test_case}] {variant['name']}: {error}", flush=True)
+        print(f"WARNING: could not publish {label}: {error}", flush=True)
     if hooks.telemetry is not None:
-        telemetry.submit(collect_telemetry, hooks, variant, test_case, out, placement, started, finished,
-                         dimension_values(config, variant["name"], test_case))
-    status = f"{len(case.ok)} ok / {case.failed} failed of {case.asked} asked"
-    if code != 0:
-        status += f"; LLMPerf failed ({code}): {meta['llmperfError']}"
-    elif meta["threadDeaths"]:
-        status += f"; LLMPerf lost {meta['threadDeaths']} worker thread(s): {meta['llmperfError']}"
-    print(f"[{test_case}] {variant['name']}: {status}{' - SHORT' if case.short else ''}", flush=True)
-    return {"testCase": test_case, "variant": variant["name"], "asked": case.asked, "completed": len(case.ok),
-            "failed": case.failed, "short": case.short, "exitCode": code, "llmperfError": meta["llmperfError"]}
+        telemetry.submit(collect_telemetry, hooks, variant, test_case, out, placement, started, finished, dimensions)
+    status = f"{len(case.ok)} ok / {case.failed} failed of {case.asked} asked" + load_generator.describe(code, facts)
+    print(f"{label}: {status}{' - SHORT' if case.short else ''}", flush=True)
+    return {"testCase": test_case, "variant": variant["name"], **({"load": level.as_dict()} if where else {}),
+            "asked": case.asked, "completed": len(case.ok), "failed": case.failed, "short": case.short, "exitCode": code,
+            load_generator.error_key: facts[load_generator.error_key]}
+
+
+def run_generator(config: dict) -> LoadGenerator:
+    """The run's load generator (a config written before runs named one: LLMPerf)."""
+    return generator(config.get("loadGenerator"))
+
+
+def level_folder(config: dict, level: Level) -> str | None:
+    """Where a level's cases go under a test case: a folder per level in a sweep, none for one level."""
+    return level.slug if len(run_levels(config)) > 1 else None
 
 
 def collect_telemetry(hooks: Hooks, variant: dict, test_case: str, out: Path, placement: dict,
@@ -298,15 +259,11 @@ def wait_ready(variants: list[dict], hooks: Hooks) -> None:
                       poll_s=hooks.poll_s, sleep=hooks.sleep)
 
 
-def use_prompt(prompt_file: Path, original: str, prompt: str | None) -> None:
-    """A test case's prompt as LLMPerf's sonnet.txt (None: LLMPerf's own sonnets)."""
-    prompt_file.write_text(original if prompt is None else (prompt.rstrip("\n") + "\n") * PROMPT_LINES)
-
-
 def run_record(config: dict, run_id: str) -> dict[str, Any]:
     return {"runId": run_id, "status": "running", "reason": None, "startedAt": utc_now(), "finishedAt": None,
             "cases": [], **{k: config[k] for k in ("stack", "shape", "testCases", "variants", "seed", "llmperfCommit")},
-            "dimensions": config.get("dimensions")}
+            "dimensions": config.get("dimensions"), "loadGenerator": run_generator(config).name,
+            "loads": [level.as_dict() for level in run_levels(config)]}
 
 
 class Progress:
@@ -344,37 +301,43 @@ def duration(seconds: float) -> str:
     return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
 
 
-def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, llmperf_dir: Path, hooks: Hooks) -> dict[str, Any]:
-    """Run every (test case, variant); returns run.json as finally written."""
+def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, generator_dir: Path, hooks: Hooks) -> dict[str, Any]:
+    """Run every (test case, load level, variant); returns run.json as finally written."""
     run_dir = results_dir / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     run = run_record(config, run_id)
     hooks.save(run_dir / RUN_FILE, run)
-    prompt_file = llmperf_dir / PROMPT_FILE
-    original_prompts = prompt_file.read_text()
+    levels = run_levels(config)
     telemetry = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
     try:
-        wait_ready(config["variants"], hooks)
-        progress = Progress(len(config["testCases"]) * len(config["variants"]))
-        for test_case, prompt in config["testCases"].items():
-            use_prompt(prompt_file, original_prompts, prompt)
-            for variant in config["variants"]:
-                wait_ready([variant], hooks)
-                print(f"{progress.next()}: {variant['name']}", flush=True)
-                run["cases"].append(run_case(config, variant, test_case, results_dir, run_id, llmperf_dir, hooks, telemetry))
-                run["progress"] = progress.done()
-                hooks.save(run_dir / RUN_FILE, run)
-        short = [f"{c['testCase']}/{c['variant']} ({c['completed']} of {c['asked']})" for c in run["cases"] if c["short"]]
+        with run_generator(config).prompts(generator_dir) as use_prompt:
+            wait_ready(config["variants"], hooks)
+            progress = Progress(len(config["testCases"]) * len(levels) * len(config["variants"]))
+            for test_case, prompt in config["testCases"].items():
+                use_prompt(prompt)
+                for level in levels:
+                    for variant in config["variants"]:
+                        wait_ready([variant], hooks)
+                        print(f"{progress.next()}: {variant['name']}", flush=True)
+                        run["cases"].append(run_case(config, variant, test_case, level, results_dir, run_id, generator_dir,
+                                                     hooks, telemetry))
+                        run["progress"] = progress.done()
+                        hooks.save(run_dir / RUN_FILE, run)
+        short = [f"{c['testCase']}/{c['variant']}{at(c)} ({c['completed']} of {c['asked']})" for c in run["cases"] if c["short"]]
         run["status"], run["reason"] = ("incomplete", "short cases: " + ", ".join(short)) if short else ("complete", None)
     except Exception as error:  # Terminated included: whatever stopped the run is its reason
         traceback.print_exc()
         run["status"], run["reason"] = "failed", f"{type(error).__name__}: {error}"
     finally:
-        prompt_file.write_text(original_prompts)
         # Telemetry waits for CloudWatch (bounded); a stopped pod has no time for it.
         telemetry.shutdown(wait=run["status"] != "failed", cancel_futures=run["status"] == "failed")
     close_record(run, hooks, run_dir / RUN_FILE)
     return run
+
+
+def at(case: dict[str, Any]) -> str:
+    """A sweep's case named with its level (" at concurrency-4"); "" for a run of one level."""
+    return f" at {Level.from_dict(case['load']).slug}" if "load" in case else ""
 
 
 def close_record(record: dict[str, Any], hooks: Hooks, path: Path) -> None:
@@ -444,7 +407,8 @@ def pod_arguments(description: str, argv: list[str] | None, what: str) -> argpar
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, required=True)
     parser.add_argument("--results-dir", type=Path, required=True)
-    parser.add_argument("--llmperf-dir", type=Path, required=True)
+    parser.add_argument("--generator-dir", type=Path, required=True,
+                        help="where the load generator is installed (LLMPerf's checkout, inference-perf's folder)")
     if what == "run":
         parser.add_argument("--run-id", default=None)
     parser.add_argument("--namespace", help="CloudWatch namespace to publish to")
@@ -468,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     config = json.loads(args.config.read_text())
     run_id = args.run_id or default_run_id(os.environ.get("JOB_NAME"))
     hooks = production_hooks(config, args)
-    run = run_benchmark(config, args.results_dir, run_id, args.llmperf_dir, hooks)
+    run = run_benchmark(config, args.results_dir, run_id, args.generator_dir, hooks)
     where = f"s3://{args.bucket}/{args.prefix}{run_id}/" if args.bucket else str(args.results_dir / run_id)
     print(f"run {run_id}: {run['status']}{': ' + run['reason'] if run['reason'] else ''}; results in {where}", flush=True)
     return 0 if run["status"] == "complete" and not hooks.upload_errors else 1

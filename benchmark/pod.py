@@ -7,19 +7,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from .loadgen import DEFAULT_GENERATOR, GENERATORS
+
 PACKAGE_DIR = Path(__file__).resolve().parent
-POD_MODULES = tuple(sorted(path.name for path in PACKAGE_DIR.glob("*.py")))
-"""What the pod is given: every module of benchmark/ (standard library + the lock's packages). The
-operator's side is reporting/, which imports benchmark/ and never the other way round
-(tests/test_benchmark_component.py)."""
+POD_MODULES = tuple(sorted(path.relative_to(PACKAGE_DIR).as_posix() for path in PACKAGE_DIR.rglob("*.py")))
+"""What the pod is given: every module of benchmark/ and its load generators (benchmark/loadgen/)
+(standard library + the lock's packages). The operator's side is reporting/, which imports
+benchmark/ and never the other way round (tests/test_benchmark_component.py)."""
 POD_LOCK = "requirements-pod.lock"
-"""Bucket prefix of LLMPerf's tokenizer, downloaded once and restored from there (podsetup.py)."""
 CODE_MOUNT = "/opt/benchmark"
 DEPS_MOUNT = "/opt/deps"
 """An emptyDir the lock is installed into (pip --target): the root file system stays read-only."""
 WORK_MOUNT = "/opt/work"
 """An emptyDir for LLMPerf and the tokenizer (podsetup replaces LLMPerf's folder, so it is not itself a mount)."""
-LLMPERF_DIR = f"{WORK_MOUNT}/llmperf"
 HF_HOME = f"{WORK_MOUNT}/hf"
 RUN_AS = 65532
 """A user id with no account in the image: LLMPerf and Ray need none (HOME is /tmp, USER is set)."""
@@ -92,38 +92,51 @@ def manifest_key(commit: str) -> str:
     return f"llmperf-{commit}.manifest"
 
 
-def pod_code(llmperf_commit: str) -> dict[str, str]:
-    """The files the pod is given (ConfigMap data): its modules, the lock, the LLMPerf manifest."""
-    code = {name: (PACKAGE_DIR / name).read_text() for name in POD_MODULES + (POD_LOCK,)}
+def config_map_key(name: str) -> str:
+    """ConfigMap keys allow no "/" (a key is [-._a-zA-Z0-9]+): loadgen/llmperf.py is loadgen-llmperf.py."""
+    return name.replace("/", "-")
+
+
+def generator_dir(generator: str) -> str:
+    """Where podsetup puts the load generator and the driver finds it (LLMPerf's checkout: podsetup replaces
+    the folder, so it is not itself a mount)."""
+    return f"{WORK_MOUNT}/{generator}"
+
+
+def pod_code(llmperf_commit: str, generator: str = DEFAULT_GENERATOR) -> dict[str, str]:
+    """The files the pod is given (ConfigMap data): its modules, the generator's lock, the LLMPerf manifest."""
+    code = {config_map_key(name): (PACKAGE_DIR / name).read_text() for name in POD_MODULES + (GENERATORS[generator].lock,)}
     code[manifest_key(llmperf_commit)] = (PACKAGE_DIR / "llmperf" / f"{llmperf_commit}.manifest").read_text()
     return code
 
 
-def code_items(llmperf_commit: str) -> list[dict[str, str]]:
+def code_items(llmperf_commit: str, generator: str = DEFAULT_GENERATOR) -> list[dict[str, str]]:
     """Where each ConfigMap key is mounted under CODE_MOUNT."""
-    return [{"key": name, "path": f"benchmark/{name}"} for name in POD_MODULES + (POD_LOCK,)] + [
+    files = POD_MODULES + (GENERATORS[generator].lock,)
+    return [{"key": config_map_key(name), "path": f"benchmark/{name}"} for name in files] + [
         {"key": manifest_key(llmperf_commit), "path": f"benchmark/llmperf/{llmperf_commit}.manifest"},
         {"key": RUN_CONFIG, "path": RUN_CONFIG}]
 
 
-def setup_script(llmperf_commit: str, entry: str = "driver") -> str:
-    """Install the hash-locked dependencies, fetch and verify LLMPerf and its tokenizer
-    (podsetup.py), then run the driver (or a study's tuner, which drives it) offline from the hub. Any failed step ends the pod with a
-    FATAL line and a non-zero exit, so the Job fails."""
+def setup_script(llmperf_commit: str, entry: str = "driver", generator: str = DEFAULT_GENERATOR) -> str:
+    """Install the load generator's hash-locked dependencies, then the generator and its tokenizer
+    (podsetup.py: LLMPerf fetched and verified), then run the driver (or a study's tuner, which drives it) offline
+    from the hub. Any failed step ends the pod with a FATAL line and a non-zero exit, so the Job fails."""
+    lock, where = GENERATORS[generator].lock, generator_dir(generator)
     return "\n".join([
         "set -euo pipefail",
         f"cd {CODE_MOUNT}",
-        'echo "installing the benchmark\'s Python dependencies (benchmark/requirements-pod.lock, hash-checked)"',
+        f'echo "installing the benchmark\'s Python dependencies (benchmark/{lock}, hash-checked)"',
         f"pip install --quiet --no-cache-dir --disable-pip-version-check --require-hashes --no-deps --target {DEPS_MOUNT}"
-        f" -r benchmark/{POD_LOCK}"
-        f" || {{ echo 'FATAL: benchmark setup failed: pip could not install benchmark/{POD_LOCK}' >&2; exit 2; }}",
-        f"python -m benchmark.podsetup --commit {llmperf_commit} --dest {LLMPERF_DIR} --hf-home {HF_HOME}"
-        ' --bucket "$RESULTS_BUCKET" --cache-prefix "$TOKENIZER_CACHE_PREFIX"',
+        f" -r benchmark/{lock}"
+        f" || {{ echo 'FATAL: benchmark setup failed: pip could not install benchmark/{lock}' >&2; exit 2; }}",
+        f"python -m benchmark.podsetup {' '.join(GENERATORS[generator].setup_flags(llmperf_commit, DEPS_MOUNT))}"
+        f" --dest {where} --hf-home {HF_HOME} --bucket \"$RESULTS_BUCKET\" --cache-prefix \"$TOKENIZER_CACHE_PREFIX\"",
         # The token was for the tokenizer download only: the driver and LLMPerf never see its path.
         "unset HF_TOKEN_PATH",
         f"export HF_HOME={HF_HOME} HF_HUB_OFFLINE=1",
         f"exec python -m benchmark.{entry} --config {CODE_MOUNT}/{RUN_CONFIG} --results-dir /results"
-        f' --llmperf-dir {LLMPERF_DIR} --namespace "$METRICS_NAMESPACE" --bucket "$RESULTS_BUCKET" --prefix "$RESULTS_PREFIX"',
+        f' --generator-dir {where} --namespace "$METRICS_NAMESPACE" --bucket "$RESULTS_BUCKET" --prefix "$RESULTS_PREFIX"',
     ])
 
 

@@ -234,22 +234,42 @@ def ensure_tokenizer(s3: Any, bucket: str, prefix: str, hf_home: Path, repo: str
     return f"{repo} revision {manifest['revision']} from {source}"
 
 
+def link_installed(program: Path, dest: Path, hf_home: Path, repo: str = LLMPERF_TOKENIZER) -> None:
+    """A generator installed from the lock (inference-perf) as its invocation finds it under `dest`:
+    its program in bin/, and the tokenizer's snapshot folder as tokenizer/ (it loads a tokenizer
+    from a folder: benchmark/loadgen/inference_perf.py)."""
+    snapshots = sorted((repo_cache_dir(hf_home, repo) / "snapshots").iterdir())
+    if len(snapshots) != 1 or not program.exists():
+        raise SetupError(f"cannot link {program} and one snapshot of {repo} into {dest}: found {program.exists()=}, "
+                         f"{len(snapshots)} snapshot(s)")
+    (dest / "bin").mkdir(parents=True, exist_ok=True)
+    (dest / "bin" / program.name).symlink_to(program)
+    (dest / "tokenizer").symlink_to(snapshots[0], target_is_directory=True)
+
+
 def main(argv: list[str] | None = None, s3: Any = None, fetch: Callable[[str], bytes] = download) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--commit", required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--commit", help="fetch LLMPerf at this commit into --dest, verified")
+    source.add_argument("--link-installed", type=Path, metavar="PROGRAM",
+                        help="link a generator the lock installed, and the tokenizer, into --dest")
     parser.add_argument("--dest", type=Path, required=True)
     parser.add_argument("--hf-home", type=Path, required=True)
     parser.add_argument("--bucket", required=True)
     parser.add_argument("--cache-prefix", required=True)
     args = parser.parse_args(argv)
     try:
-        fetch_llmperf(args.commit, args.dest, fetch)
-        print(f"LLMPerf {args.commit} verified against its git tree and installed at {args.dest}", flush=True)
+        if args.commit:
+            fetch_llmperf(args.commit, args.dest, fetch)
+            print(f"LLMPerf {args.commit} verified against its git tree and installed at {args.dest}", flush=True)
         if s3 is None:
             import boto3
 
             s3 = boto3.client("s3")
         print(f"tokenizer: {ensure_tokenizer(s3, args.bucket, args.cache_prefix, args.hf_home)}", flush=True)
+        if args.link_installed:
+            link_installed(args.link_installed, args.dest, args.hf_home)
+            print(f"{args.link_installed} and the tokenizer linked into {args.dest}", flush=True)
     except SetupError as error:
         print(f"FATAL: benchmark setup failed: {error}", file=sys.stderr, flush=True)
         return 2

@@ -113,7 +113,9 @@ class Exchange:
             return False  # the usage-only chunk LLMPerf cannot parse
         if isinstance(choices, list) and choices:
             choice = choices[0]
-            content = (choice.get("delta") or {}).get("content")
+            # A chat completion's text is in its delta, a (text) completion's in `text`
+            # (vLLM's serving_chat.py and serving_completion.py stream generators).
+            content = (choice.get("delta") or {}).get("content") or choice.get("text")
             if content:
                 if self.record["ttft_s"] is None:
                     self.record["ttft_s"] = now - self.started
@@ -134,11 +136,12 @@ class _Server(ThreadingHTTPServer):
     # Handler threads are joined on close, so every record is written before the driver reads them.
     daemon_threads = False
 
-    def __init__(self, upstream: urllib.parse.SplitResult, records: BinaryIO, timeout_s: float):
+    def __init__(self, upstream: urllib.parse.SplitResult, records: BinaryIO, timeout_s: float, fills: dict[str, Any]):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.upstream = upstream
         self.records = records
         self.timeout_s = timeout_s
+        self.fills = fills
         self.lock = threading.Lock()
 
     def write(self, record: dict[str, Any]) -> None:
@@ -162,6 +165,8 @@ class _Handler(BaseHTTPRequestHandler):
         started_wall, started = time.time(), time.monotonic()
         raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
         body = json_object(raw)  # None: not a request the proxy can read, forwarded as sent
+        if body is not None and self.server.fills:
+            body = {**self.server.fills, **body}
         exchange = Exchange(body, started_wall, started)
         try:
             self._forward(exchange, raw if body is None else json.dumps(with_usage(body)).encode())
@@ -236,16 +241,20 @@ class _Handler(BaseHTTPRequestHandler):
 
 class MeasuringProxy:
     """Context manager: a proxy to `upstream` (e.g. http://vllm-sd:8000/v1) on 127.0.0.1, recording
-    to `records` (JSON lines); `base_url` is what LLMPerf's OPENAI_API_BASE should be."""
+    to `records` (JSON lines); `base_url` is what LLMPerf's OPENAI_API_BASE should be. `fills` are
+    request fields added where a request lacks them: the run's sampling parameters, for a load
+    generator that cannot send them (benchmark/loadgen: inference-perf's request body has no
+    sampling fields, inference_perf/apis/chat.py and completion.py to_request_body at 0.7.0)."""
 
-    def __init__(self, upstream: str, records: Path, timeout_s: float):
+    def __init__(self, upstream: str, records: Path, timeout_s: float, fills: dict[str, Any] | None = None):
         self._upstream = urllib.parse.urlsplit(upstream)
         self._records_path = records
         self._timeout_s = timeout_s
+        self._fills = fills or {}
 
     def __enter__(self) -> "MeasuringProxy":
         self._records = self._records_path.open("ab")
-        self._server = _Server(self._upstream, self._records, self._timeout_s)
+        self._server = _Server(self._upstream, self._records, self._timeout_s, self._fills)
         # A short poll keeps shutdown (once per test case) prompt; the loop is idle otherwise.
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), name="measuring-proxy",
                                         daemon=True)

@@ -5,8 +5,10 @@ Layout: DIR/<run-id>/run.json and, per case, DIR/<run-id>/<variant>/<test-case>/
 - case.json: what was asked, LLMPerf's exit code and last error line, the variant's pod and devices;
 - specdecode.json: the server's speculative-decoding counters before and after the case;
 - telemetry.json: Neuron utilization and memory of the variant's devices (written later);
-- LLMPerf's own *_summary.json and *_individual_responses.json (absent when it crashed) and its
-  stdout/stderr.
+- the load generator's own files (LLMPerf's *_summary.json and *_individual_responses.json,
+  absent when it crashed; inference-perf's reports) and its stdout/stderr (llmperf.stdout.txt, ...).
+A run of several load levels (a sweep) has one more folder per level under each test case:
+DIR/<run-id>/<variant>/<test-case>/<level>/ (e.g. concurrency-4), and its run.json lists the levels.
 A tuning study (benchmark/tuner.py) writes DIR/<study-id>/study.json, and each repeat's cases as a
 run of its own, under DIR/<study-id>/repeat-<r>/ (study_run_id).
 
@@ -24,15 +26,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .loadgen import Level, generator
 from .proxy import RECORDS_FILE, read_records
 
 RUN_FILE = "run.json"
 CASE_FILE = "case.json"
 SPECDECODE_FILE = "specdecode.json"
 TELEMETRY_FILE = "telemetry.json"
-STDOUT_FILE = "llmperf.stdout.txt"
-STDERR_FILE = "llmperf.stderr.txt"
 STUDY_FILE = "study.json"
+
+
+def streams(folder: Path, output_name: str) -> tuple[Path, Path]:
+    """Where a load generator's stdout and stderr are kept (benchmark/loadgen LoadGenerator.output_name)."""
+    return folder / f"{output_name}.stdout.txt", folder / f"{output_name}.stderr.txt"
+
+
+def run_levels(run: dict[str, Any]) -> list[Level]:
+    """The load levels of a run (its run config or run.json): one, the shape's concurrency, for a
+    run recorded before runs listed them."""
+    loads = run.get("loads") or [{"concurrency": run["shape"]["concurrency"]}]
+    return [Level.from_dict(load) for load in loads]
 
 
 @dataclass(frozen=True)
@@ -87,6 +100,7 @@ class CaseResult:
     case: dict[str, Any]
     """case.json ({} if the case never started)."""
     llmperf_summary: dict[str, Any] | None
+    """The load generator's own summary (LLMPerf's *_summary.json), for reference."""
     llmperf_responses: list[dict[str, Any]]
     """LLMPerf's *_individual_responses.json: only the requests it recorded (for reference)."""
     specdecode: dict[str, Any] | None
@@ -122,13 +136,14 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 def read_json(path: Path) -> Any:
-    """A JSON file, or None if it is absent. LLMPerf writes bare NaN (one completed request gives
-    NaN standard deviations), which Python's json accepts."""
+    """A JSON file, or None if it is absent."""
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def case_dir(results_dir: Path, run_id: str, variant: str, test_case: str) -> Path:
-    return results_dir / run_id / variant / test_case
+def case_dir(results_dir: Path, run_id: str, variant: str, test_case: str, level: str | None = None) -> Path:
+    """A case's folder; `level` is a sweep's level folder (Level.slug), None for a run of one level."""
+    folder = results_dir / run_id / variant / test_case
+    return folder / level if level else folder
 
 
 def study_run_id(study_id: str, repeat: int, beside: str | None = None) -> str:
@@ -136,16 +151,14 @@ def study_run_id(study_id: str, repeat: int, beside: str | None = None) -> str:
     return f"{study_id}/repeat-{repeat}" + (f"/beside-{beside}" if beside else "")
 
 
-def load_case(results_dir: Path, run_id: str, variant: str, test_case: str) -> CaseResult:
-    folder = case_dir(results_dir, run_id, variant, test_case)
-    summaries = sorted(folder.glob("*_summary.json"))
-    responses = sorted(folder.glob("*_individual_responses.json"))
+def load_case(results_dir: Path, run_id: str, variant: str, test_case: str, level: str | None = None) -> CaseResult:
+    folder = case_dir(results_dir, run_id, variant, test_case, level)
+    case = read_json(folder / CASE_FILE) or {}
+    summary, responses = generator(case.get("generator")).own_results(folder)
     return CaseResult(
         variant=variant, test_case=test_case,
         requests=[RequestResult.from_record(r) for r in read_records(folder / RECORDS_FILE)],
-        case=read_json(folder / CASE_FILE) or {},
-        llmperf_summary=read_json(summaries[0]) if summaries else None,
-        llmperf_responses=read_json(responses[0]) if responses else [],
+        case=case, llmperf_summary=summary, llmperf_responses=responses,
         specdecode=read_json(folder / SPECDECODE_FILE),
         telemetry=read_json(folder / TELEMETRY_FILE),
     )

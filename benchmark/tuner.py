@@ -2,7 +2,7 @@
 driver's measuring proxy; in sequential mode one SD configuration up at a time; resumable.
 
     python -m benchmark.tuner --config run-config.json --results-dir /results \
-        --llmperf-dir /opt/llmperf [--namespace NS] [--bucket B --prefix results/<pairing>/]
+        --generator-dir /opt/work/llmperf [--namespace NS] [--bucket B --prefix results/<pairing>/]
 
 The run config's "study" (components/pairing/benchmark.py study_config) says how:
 - mode "sequential" (`scales`): the servers are created at zero replicas and only the tuner sets
@@ -57,7 +57,7 @@ from typing import Any, Callable
 from . import driver, lease, telemetry
 from .driver import Hooks
 from .proxy import RECORDS_FILE
-from .results import CASE_FILE, STUDY_FILE, TELEMETRY_FILE, case_dir, study_run_id
+from .results import CASE_FILE, STUDY_FILE, TELEMETRY_FILE, case_dir, run_levels, study_run_id
 
 REQUIRED_FILES = (CASE_FILE, RECORDS_FILE)
 """What a case recorded before the tuner listed its files must have in the store to count as done."""
@@ -211,9 +211,9 @@ def new_record(config: dict, study_id: str) -> dict[str, Any]:
 
 
 class Tuner:
-    def __init__(self, config: dict, results_dir: Path, llmperf_dir: Path, hooks: Hooks, tuner: TunerHooks,
+    def __init__(self, config: dict, results_dir: Path, generator_dir: Path, hooks: Hooks, tuner: TunerHooks,
                  study_id: str | None = None):
-        self.config, self.results_dir, self.llmperf_dir, self.hooks, self.tuner = config, results_dir, llmperf_dir, hooks, tuner
+        self.config, self.results_dir, self.generator_dir, self.hooks, self.tuner = config, results_dir, generator_dir, hooks, tuner
         self.study = config["study"]
         self.study_id = study_id or self.study["id"]
         """The study's folder: the configuration's id, and the Job's name in the pod (study_folder)."""
@@ -303,16 +303,15 @@ class Tuner:
         record = self.recorded()
         self.study_dir.mkdir(parents=True, exist_ok=True)
         self.hooks.save(self.study_dir / STUDY_FILE, record)
-        prompt_file = self.llmperf_dir / driver.PROMPT_FILE
-        original_prompts = prompt_file.read_text()
         background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
         done = {case_key(c["repeat"], c["variant"], c["testCase"], c.get("beside")) for c in record["cases"]}
         design = blocks(self.config["variants"], self.study)
         # Cases recorded before, or never to be measured (a failed server's), count as done as their blocks come.
         progress = driver.Progress(sum(len(b.servers()) for b in design) * len(self.config["testCases"]), clock=self.tuner.clock)
         try:
-            for block in design:
-                self.measure(block, record, done, progress, prompt_file, original_prompts, background)
+            with driver.run_generator(self.config).prompts(self.generator_dir) as use_prompt:
+                for block in design:
+                    self.measure(block, record, done, progress, use_prompt, background)
             for outcome in record["configurations"].values():
                 if outcome["status"] != "failed":
                     outcome["status"] = "done"
@@ -328,7 +327,6 @@ class Tuner:
             # First, while the pod surely has the time: a SIGTERM during telemetry's wait below
             # must not leave servers running.
             self.scale_everything_down()
-            prompt_file.write_text(original_prompts)
             background.shutdown(wait=record["status"] != "failed", cancel_futures=record["status"] == "failed")
         try:
             driver.close_record(record, self.hooks, self.study_dir / STUDY_FILE)
@@ -340,8 +338,8 @@ class Tuner:
                     print(f"WARNING: could not release lease {lease.NAME}: {error}", flush=True)
         return record
 
-    def measure(self, block: Block, record: dict, done: set, progress: "driver.Progress", prompt_file: Path,
-                original_prompts: str, background: ThreadPoolExecutor) -> None:
+    def measure(self, block: Block, record: dict, done: set, progress: "driver.Progress",
+                use_prompt: Callable[[str | None], None], background: ThreadPoolExecutor) -> None:
         """Every test case of one block not yet recorded, the baseline and then the configuration;
         a server that does not serve is recorded failed (with why) and not started again, not
         even as a baseline beside another."""
@@ -375,12 +373,14 @@ class Tuner:
             if any(failures.values()):
                 progress.skip(1)
                 continue
-            driver.use_prompt(prompt_file, original_prompts, self.config["testCases"][test_case])
+            use_prompt(self.config["testCases"][test_case])
             beside = block.beside(server)
             print(f"{progress.next()}: repeat {block.repeat}, {server['name']}"
                   + (f" (beside {beside})" if beside else ""), flush=True)
-            case = driver.run_case(self.config, server, test_case, self.results_dir, study_run_id(self.study_id, block.repeat, beside),
-                                   self.llmperf_dir, self.hooks, background)
+            # A study measures one load level (stackconfig refuses a load list beside a study).
+            level, = run_levels(self.config)
+            case = driver.run_case(self.config, server, test_case, level, self.results_dir,
+                                   study_run_id(self.study_id, block.repeat, beside), self.generator_dir, self.hooks, background)
             # What resuming checks is in the store (telemetry and markers come later, or not at all).
             files = sorted(p.name for p in self.case_folder(block.repeat, server["name"], test_case, beside).iterdir()
                            if p.is_file() and p.name not in LATER_FILES)
@@ -405,9 +405,9 @@ class Tuner:
                 print(f"WARNING: could not scale {name} down: {error}", flush=True)
 
 
-def run_study(config: dict, results_dir: Path, llmperf_dir: Path, hooks: Hooks, tuner: TunerHooks,
+def run_study(config: dict, results_dir: Path, generator_dir: Path, hooks: Hooks, tuner: TunerHooks,
               study_id: str | None = None) -> dict[str, Any]:
-    return Tuner(config, results_dir, llmperf_dir, hooks, tuner, study_id).run()
+    return Tuner(config, results_dir, generator_dir, hooks, tuner, study_id).run()
 
 
 def study_folder(config: dict, job_name: str | None) -> str:
@@ -447,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     config = json.loads(args.config.read_text())
     hooks = driver.production_hooks(config, args)
     study_id = study_folder(config, os.environ.get("JOB_NAME"))
-    record = run_study(config, args.results_dir, args.llmperf_dir, hooks, production_tuner(config, args, hooks), study_id)
+    record = run_study(config, args.results_dir, args.generator_dir, hooks, production_tuner(config, args, hooks), study_id)
     where = f"s3://{args.bucket}/{args.prefix}{study_id}/" if args.bucket else str(args.results_dir / study_id)
     print(f"study {study_id}: {record['status']}{': ' + record['reason'] if record['reason'] else ''}; results in {where}",
           flush=True)

@@ -41,6 +41,7 @@ class TargetSettings:
     max_concurrent_rpcs: int
     compiled_dir: Path | None
     tp_degree: int
+    health_port: int | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +90,7 @@ def target_settings(argv: list[str] | None = None) -> TargetSettings:
     parser.add_argument("--max-context", type=int, default=128, help="tokens a session may hold (seed 002: 128)")
     parser.add_argument("--max-sessions", type=int, default=4, help="requests whose KV caches the target holds at once")
     parser.add_argument("--max-concurrent-rpcs", type=int, default=8, help="beyond this gRPC answers RESOURCE_EXHAUSTED")
+    parser.add_argument("--health-port", type=int, help="also answer HTTP GET /health here once serving (a pod's probes)")
     args = parser.parse_args(argv)
     errors: dict[str, str] = {}
     _check_common(args, errors)
@@ -99,12 +101,14 @@ def target_settings(argv: list[str] | None = None) -> TargetSettings:
     for key in ("max_sessions", "max_concurrent_rpcs"):
         if getattr(args, key) < 1:
             errors["--" + key.replace("_", "-")] = "at least 1"
+    if args.health_port is not None and (not 0 <= args.health_port < 65536 or args.health_port == args.port):
+        errors["--health-port"] = f"{args.health_port} is not a port other than --port"
     if args.backend == "neuron" and args.max_sessions != 1:
         errors["--max-sessions"] = "1 on the neuron backend: its models are compiled for batch 1 (distributed/neuron.py)"
     if errors:
         raise ConfigError(errors)
     return TargetSettings(args.model, args.backend, args.host, args.port, args.speculation_length, args.max_context,
-                          args.max_sessions, args.max_concurrent_rpcs, args.compiled_dir, args.tp_degree)
+                          args.max_sessions, args.max_concurrent_rpcs, args.compiled_dir, args.tp_degree, args.health_port)
 
 
 def draft_settings(argv: list[str] | None = None) -> DraftSettings:

@@ -1,12 +1,15 @@
 """The target verification server: gRPC (distributed/proto/verifier.proto), its own process.
 
     python -m distributed.target_server --model DIR [--backend cpu|neuron] [--port 50051]
-        [--speculation-length 5] [--max-context 128] [--max-sessions 4]
+        [--speculation-length 5] [--max-context 128] [--max-sessions 4] [--health-port 8000]
 
 It prints one line `listening on HOST:PORT` when it serves. Refusals carry the field at fault as
 "key: message" in the status details: INVALID_ARGUMENT for a bad request, FAILED_PRECONDITION for a
 session it does not hold (it restarted), RESOURCE_EXHAUSTED when its sessions or RPC slots are full
-(gRPC itself answers that beyond --max-concurrent-rpcs).
+(gRPC itself answers that beyond --max-concurrent-rpcs). With --health-port it also answers HTTP
+GET /health with 200 once the model is loaded and gRPC serves: the pod's probes, and the publisher
+and start script that wait for a healthy server before publishing its compiled set
+(components/pairing/scripts/serve.sh), ask over HTTP.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import signal
 import sys
 import threading
 from concurrent import futures
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
 
@@ -73,12 +77,32 @@ def serve(target: Target, settings: TargetSettings) -> tuple[grpc.Server, int]:
     return server, port
 
 
+class _Health(BaseHTTPRequestHandler):
+    def do_GET(self):
+        status = 200 if self.path == "/health" else 404
+        self.send_response(status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format, *args):  # probes every few seconds: not worth a line each
+        pass
+
+
+def serve_health(host: str, port: int) -> ThreadingHTTPServer:
+    """GET /health -> 200, on its own thread; started after the gRPC server, so it answers only
+    once the target serves."""
+    server = ThreadingHTTPServer((host, port), _Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
         settings = target_settings(argv)
     except ConfigError as error:
         exit_on_error(error)
     server, port = serve(build_target(settings), settings)
+    health = serve_health(settings.host, settings.health_port) if settings.health_port is not None else None
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     print(f"listening on {settings.host}:{port}", flush=True)
@@ -86,6 +110,8 @@ def main(argv: list[str] | None = None) -> None:
         stopped.wait()
     except KeyboardInterrupt:
         pass
+    if health is not None:
+        health.shutdown()
     server.stop(grace=5).wait()
     sys.exit(0)
 

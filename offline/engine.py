@@ -372,6 +372,10 @@ def run_program(project: str, stack: str, config: dict[str, Any], secret_keys: l
     region = str(config.get("aws:region", ""))
     fake_cloud = FakeAws(region, references, preview)
     monitor = RecordingMonitor(fake_cloud)
+    # set_mocks makes a root stack only where none is set, and the root outlives a run: without the
+    # reset, every program after a process's first parents its resources to the first one's stack
+    # (pulumi/runtime/mocks.py set_mocks; settings.py reset_options clears the root).
+    pulumi.runtime.reset_options(project=project, stack=stack, preview=preview)
     pulumi.runtime.set_mocks(fake_cloud, project=project, stack=stack, preview=preview, monitor=monitor)
     pulumi.runtime.set_all_config(
         {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}, secret_keys

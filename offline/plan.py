@@ -17,7 +17,11 @@ from pathlib import Path
 import pulumi
 import yaml
 
+from components.pairing.claim_templates import claim_template_name
+from components.pairing.serving import PEER_FLOWS
+from components.pairing.vllm_variant import endpoint, workload_name
 from stackconfig import ConfigError, PlatformSpec, StackSpec
+from stackconfig.engines import ENGINES
 from stackconfig.server import compiled_set_gib, node_cache_gib
 from stackconfig.store import unpinned
 from stackconfig.timeline import Figure, PreviousRunError, cold_path, describe, measured_seconds_per_token, study_modes, terms
@@ -105,6 +109,18 @@ def pairing_lines(spec: StackSpec, measured: dict[str, Figure] | None = None) ->
         lines.append(f"  variant {v.name:<16} {v.role:<9} {v.target}  devices {v.devices}  TP {v.tensor_parallel_size}  "
                      f"LNC {v.serving.logical_neuron_cores}{extra}")
         lines.append(f"    artifacts        {v.artifact_path}")
+        lines.append(f"    benchmark        {endpoint(v, spec.namespace)}")
+        if len(v.servers) > 1:
+            for server in v.servers:
+                first = v.servers[0]
+                place = ("" if server == first else
+                         f", on the node of {workload_name(v, first)}" if server.node == first.node else
+                         f", on another node than {workload_name(v, first)}")
+                lines.append(f"    server {workload_name(v, server):<28} {server.part}: {server.devices} device(s) "
+                             f"(claim {claim_template_name(server.devices)}){place}")
+            for flow in PEER_FLOWS.get(ENGINES[v.engine].workload, lambda _: [])(v):
+                lines.append(f"    flow             {workload_name(v, _server(v, flow.source))} -> "
+                             f"{workload_name(v, _server(v, flow.destination))} gRPC {flow.port} (network policies {flow.name}-*)")
         lines.append(f"    node cache       {node_cache_gib(v)} GiB: weights {sum(m.checkpoint_gib for m in v.prepared_models)} GiB"
                      f" + compiled set {compiled_set_gib(v)} GiB + graphs and caches, a tenth to spare")
         if v.is_speculative and v.draft_max_model_len and v.draft_max_model_len < v.serving.max_model_len:
@@ -133,6 +149,11 @@ def terms_lines(spec: StackSpec, measured: dict[str, Figure] | None = None) -> l
     width = [max(len(row[i]) for row in rows) for i in (0, 1)]
     return ["", "Estimate terms (a previous run's measured TPOT with `--previous`; else published; else assumed):"] + [
         f"  {name:<{width[0]}}  {value:<{width[1]}}  {source}" for name, value, source in rows]
+
+
+def _server(variant, selector: dict[str, str]):
+    """The variant's server a flow's pod selector picks."""
+    return next(s for s in variant.servers if selector.get("sd-trn2/server") == s.part)
 
 
 def study_lines(spec: StackSpec, measured: dict[str, Figure] | None = None) -> list[str]:

@@ -89,6 +89,10 @@ def stand_in_problems(spec: StackSpec) -> list[str]:
         if variant.is_speculative and variant.speculation_method not in (None, "draft_model"):
             problems.append(f"variant {variant.name} speculates with {variant.speculation_method}: the rehearsal builds draft "
                             "models only")
+        if len(variant.servers) > 1:
+            problems.append(f"variant {variant.name} runs {len(variant.servers)} servers ({variant.engine}): the rehearsal stands in "
+                            "for vLLM servers only (distributed/'s servers on CPU: tests/test_distributed_servers.py, "
+                            "docs/distributed.md)")
     for model in spec.prepared_models:
         if model.form != "hub":
             problems.append(f"{model.model} is prepared as {model.form}: the rehearsal's stand-in models are BF16 hub checkpoints")
@@ -320,7 +324,8 @@ class Rehearsal:
         if workload.name == getattr(self, "benchmark", None):
             work = next(local.volumes[m["name"]] for m in workload.pod["containers"][0]["volumeMounts"]
                         if m["mountPath"] == benchmark_pod.WORK_MOUNT)
-            shutil.copytree(self.llmperf, work / Path(benchmark_pod.LLMPERF_DIR).relative_to(benchmark_pod.WORK_MOUNT),
+            # The rehearsal runs LLMPerf (its stand-in, or a verified copy): an inference-perf stack is not rehearsed.
+            shutil.copytree(self.llmperf, work / Path(benchmark_pod.generator_dir("llmperf")).relative_to(benchmark_pod.WORK_MOUNT),
                             ignore=shutil.ignore_patterns("__pycache__"))
         return local
 

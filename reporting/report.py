@@ -2,7 +2,7 @@
 
     python -m reporting.report DIR
 
-The figures and their sources are benchmark/analysis.py's; this module lays them out. Each run
+The figures and their sources are reporting/analysis.py's; this module lays them out. Each run
 opens with a summary across its test cases; every table says where its numbers come from; a short
 or failed case is flagged, never averaged away; the stack's seed's published figures are printed
 beside the measured ones (reporting/seedcompare.py). report.csv holds every figure, one row per
@@ -19,9 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from benchmark import analysis
-
-from . import seedcompare
+from . import analysis, seedcompare
 
 GiB = 1024 ** 3
 SOURCES = (
@@ -194,6 +192,8 @@ def markdown(report: dict[str, Any]) -> str:
                   f"{shape.get('concurrency')}, {shape.get('requestsPerTestCase')} requests per test case, sampling "
                   f"{json.dumps(shape.get('samplingParams'))}, LLMPerf {str(run.get('llmperfCommit'))[:12]}; "
                   f"started {run.get('startedAt')}, finished {run.get('finishedAt') or 'not yet'}.", ""]
+        if run.get("sweep"):
+            lines += [_sweep_line(run), ""]
         lines += _summary(run)
         for test_case, prompt in run["testCases"].items():
             lines += [f"### {test_case}", "", f"Prompt: {json.dumps(prompt) if prompt is not None else 'LLMPerf sonnets'}", ""]
@@ -203,6 +203,62 @@ def markdown(report: dict[str, Any]) -> str:
     if not report["runs"]:
         lines.append("No runs found.")
     return "\n".join(lines) + "\n"
+
+
+SWEEP_CHART = "report-sweep.png"
+SWEEP_AXES = {"concurrency": "concurrency (requests in flight)", "rate": "request rate (requests/s)"}
+SWEEP_PANELS = (("tpot_s", "TPOT p50 (ms)", 1000), ("ttft_s", "TTFT p50 (ms)", 1000),
+                ("overall_output_throughput", "output tokens/s", 1), ("speedup_tpot", "TPOT speedup over baseline", 1))
+
+
+def _sweep_line(run: dict[str, Any]) -> str:
+    sweep = run["sweep"]
+    levels = ", ".join(f"{level:g}" for level in sweep["levels"])
+    return (f"Load sweep by {run.get('loadGenerator')}: {sweep['kind']} {levels}; each test case below is measured at "
+            f"every level (`<test case>/<level>`); {SWEEP_CHART} plots TPOT, TTFT and throughput against load, and the speedup.")
+
+
+def sweep_series(run: dict[str, Any]) -> dict[str, dict[str, dict[str, list[float | None]]]]:
+    """What the sweep chart plots, per test case and figure: each variant's values level by level
+    (TPOT and TTFT p50, overall output throughput; the speedup for variants that name a baseline)."""
+    series: dict[str, dict[str, dict[str, list[float | None]]]] = {}
+    for test_case, keys in run["sweep"]["cases"].items():
+        by_figure: dict[str, dict[str, list[float | None]]] = {figure: {} for figure, _, _ in SWEEP_PANELS}
+        for variant in run["variants"]:
+            at = [run["cases"][key][variant["name"]] for key in keys]
+            by_figure["tpot_s"][variant["name"]] = [f["tpot_s"]["p50"] for f in at]
+            by_figure["ttft_s"][variant["name"]] = [f["ttft_s"]["p50"] for f in at]
+            by_figure["overall_output_throughput"][variant["name"]] = [f["overall_output_throughput"] for f in at]
+            if variant.get("baseline"):
+                by_figure["speedup_tpot"][variant["name"]] = [(f.get("vs_baseline") or {}).get("speedup_tpot") for f in at]
+        series[test_case] = by_figure
+    return series
+
+
+def sweep_chart(run_id: str, run: dict[str, Any], path: Path) -> None:
+    """One row per test case: TPOT, TTFT, throughput and speedup against load, a line per variant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series, levels = sweep_series(run), run["sweep"]["levels"]
+    figure, axes = plt.subplots(len(series), len(SWEEP_PANELS), figsize=(4 * len(SWEEP_PANELS), 3.2 * len(series)),
+                                dpi=110, squeeze=False)
+    for row, (test_case, by_figure) in zip(axes, series.items()):
+        for axis, (figure_name, label, scale) in zip(row, SWEEP_PANELS):
+            for variant, values in by_figure[figure_name].items():
+                points = [(level, value * scale) for level, value in zip(levels, values) if value is not None]
+                axis.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=variant)
+            axis.set_title(f"{test_case}: {label}", fontsize=9)
+            axis.set_xlabel(SWEEP_AXES[run["sweep"]["kind"]], fontsize=8)
+            axis.set_xticks(levels)
+            axis.grid(alpha=0.3)
+            axis.legend(fontsize=7)
+    figure.suptitle(f"{run.get('stack')} run {run_id} ({run.get('status')}): load sweep by {run.get('loadGenerator')}")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
 
 
 def chart(report: dict[str, Any], path: Path) -> None:
@@ -292,12 +348,15 @@ def write_report(results_dir: Path) -> dict[str, Any]:
     (results_dir / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
     write_csv(results_dir / "report.csv", csv_rows(report))
     chart(report, results_dir / "report.png")
+    swept = [(run_id, run) for run_id, run in report["runs"].items() if run.get("sweep")]
+    if swept:  # the latest sweep, as report.png shows the latest run
+        sweep_chart(*swept[-1], results_dir / SWEEP_CHART)
     print(text, end="")
     return report
 
 
 def report_command(description: str, write: Callable[[Path], Any], argv: list[str] | None) -> int:
-    """`python -m benchmark.<report> DIR`: write the report of the results downloaded into DIR."""
+    """`python -m reporting.<report> DIR`: write the report of the results downloaded into DIR."""
     parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("results_dir", type=Path)
     args = parser.parse_args(argv)

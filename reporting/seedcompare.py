@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from benchmark.analysis import statistic, values
 from benchmark.results import CaseResult, load_case
 
+from .analysis import statistic, values
 from .seeds import SEEDS, Published, Seed
 
 # LLMPerf metric -> (what this project measures for it, how).
@@ -86,10 +86,15 @@ def compare(results_dir: Path, run_id: str, run: dict[str, Any]) -> dict[str, An
     if seed is None:
         return None
     by_prompt = {prompt: name for name, prompt in run["testCases"].items()}
-    by_role = {role: next((v["name"] for v in run["variants"] if v["role"] == role), None) for role in ("baseline", "sd")}
     rows, missing = [], []
     for figure in seed.figures:
-        test_case, variant = by_prompt.get(figure.prompt), by_role[figure.role]
+        # The first variant of the figure's role, on the figure's engine when it names one.
+        variant = next((v["name"] for v in run["variants"] if v["role"] == figure.role
+                        and (figure.engine is None or v.get("engine") == figure.engine)), None)
+        test_case = by_prompt.get(figure.prompt)
+        if figure.engine is not None and variant is None:
+            missing.append(f"{figure.metric} ({figure.role}, {figure.engine}): no {figure.engine} variant in this run")
+            continue
         if test_case is None or variant is None:
             missing.append(f"{figure.metric} ({figure.role}) for prompt {figure.prompt!r}: no such test case in this run")
             continue

@@ -36,6 +36,9 @@ class Published:
     """The test case's prompt the figure was measured with (matched against the run's test cases)."""
     derived: str | None = None
     """How the figure follows from the document's own, when the document does not print it."""
+    engine: str | None = None
+    """The engine of the variant it describes (the run's variants[].engine, stackconfig/engines/):
+    seed 002 published a fused and a distributed figure of one role; None: the first variant of its role."""
 
 
 @dataclass(frozen=True)
@@ -125,17 +128,23 @@ SEEDS: dict[str, Seed] = {
                "stack keeps {} to reproduce it; the report flags the pair beside the speedup (docs/engines.md)."),
     ),
     "002": Seed(
-        id="002", title="choral-spec: Llama-3.1-8B + Llama-3.2-1B, fused speculation (not vLLM, not LLMPerf)",
+        id="002", title="choral-spec: Llama-3.1-8B + Llama-3.2-1B, fused and distributed speculation (not vLLM, not LLMPerf)",
         document=_D002, statistic="one example run",
         shape=SeedShape(cite="'Start the Fused Speculative Server' and the client command", output_tokens=128, sampling_params={"temperature": 0.9, "top_p": 1.0},
                         target="meta-llama/Llama-3.1-8B", draft="meta-llama/Llama-3.2-1B", speculative_tokens=5),
         figures=(
             Published("request_output_throughput_token_per_s", "sd", {"value": 19.36}, "'Fused Architecture' example output: Tokens per second"),
             Published("acceptance_rate", "sd", {"value": 0.7107}, "'Fused Architecture' example output: acceptance rate"),
+            # Its distributed client, one thread: 48 tokens in 1.41 s. Beside a distributed variant
+            # (stack llama3.1-8b-distributed, docs/distributed.md).
+            Published("request_output_throughput_token_per_s", "sd", {"value": 34.15},
+                      "'Distributed Architecture' example output, one thread: 48 tokens in 1.41 s", engine="distributed"),
         ),
         notes=("Measured on trn1.2xlarge with TP 2 and a 128-token sequence length (its dependencies list, 'Start the Fused "
                "Speculative Server'), with the "
-               "project's own client, not LLMPerf; no baseline figure is published.",),
+               "project's own client, not LLMPerf; no baseline figure is published.",
+               "Its distributed figure is one example run of its draft client calling the target server over gRPC, "
+               "one thread, 48 tokens; stack llama3.1-8b-distributed serves that architecture (engine distributed).",),
     ),
     "003": Seed(
         id="003", title="AWS blog on the EKS sample: Qwen3-32B + Qwen3-1.7B", document=_D003,

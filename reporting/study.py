@@ -1,7 +1,7 @@
 """The figures of a tuning study (benchmark/tuner.py): per configuration and test case, and overall.
 
 Per repeat, a case gives its median TPOT and end-to-end time over the requests that completed
-(benchmark/analysis.py case_figures); a case that failed or came up short is left out and listed,
+(reporting/analysis.py case_figures); a case that failed or came up short is left out and listed,
 never averaged in. Across repeats:
 - speedup: per repeat, the baseline's figure measured next to the configuration (in its block,
   repeat-<r>/beside-<configuration>/; where the pair does not fit the nodes, the repeat's own
@@ -47,9 +47,10 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from benchmark import acceptance, analysis
+from benchmark import acceptance
 from benchmark.results import STUDY_FILE, load_case, study_run_id
 
+from . import analysis
 from .intervals import CONFIDENCE, log_interval, t_quantile
 
 

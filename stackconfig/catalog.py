@@ -124,7 +124,7 @@ class ModelInfo:
     """The checkpoint's size: every disk, transfer-time and cost figure of the model derives from it.
     None only for a model declared without one, which validation refuses (models.<id>.checkpointBytes)."""
     architecture: Architecture | None = None
-    """Where known: the sharded checkpoint's replicated KV heads follow from it (stackconfig/server.py)."""
+    """Where known: the sharded checkpoint's replicated and padded heads follow from it (stackconfig/server.py)."""
 
 
 def all_modules(layers: int) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from benchmark.loadgen import DEFAULT_GENERATOR, Level
 from benchmark.pod import metric_dimensions
 
 from .catalog import APPROXIMATE_HOURLY_USD, INSTANCE_SHAPES, InstanceShape, ModelInfo
@@ -18,6 +19,7 @@ from .engines import (
     ENGINES,
     KV_SEGMENT_SIZES,
     SINGLE_SHOT_PREFILL_MAX,
+    Server,
 )
 from .naming import prefixed, slug, stack_slug
 from .store import COMPILED_ROOT, UNPINNED_REVISION, PreparedModel, StoreMount, staging_prefix
@@ -150,6 +152,33 @@ class Variant:
     draft_revision: str = UNPINNED_REVISION
     neuron_config_extra: dict[str, Any] = field(default_factory=dict)
     """variants[].neuronConfig: on top of serving.neuronConfig, for this variant only."""
+    placement: str = "same-node"
+    """variants[].placement (engines that split a variant over pods: stackconfig/engines/distributed.py):
+    its pods on one trn2 node, or its draft on another."""
+    speculation_length: int | None = None
+    """variants[].speculationLength: positions the target scores per forward (None: gamma + 1)."""
+
+    @property
+    def servers(self) -> tuple[Server, ...]:
+        """The pods the variant runs, as its engine lays them out (one for a vLLM server)."""
+        return ENGINES[self.engine].servers(self)
+
+    @property
+    def endpoint_server(self) -> Server:
+        return next(s for s in self.servers if s.endpoint)
+
+    def server_artifact_path(self, server: Server) -> str:
+        """A pod's own compiled set: the variant's path, or a folder of it per part (target, draft),
+        so two pods of one variant never publish into one set."""
+        return f"{self.artifact_path}/{server.part}" if server.part else self.artifact_path
+
+    @property
+    def node_groups(self) -> tuple[int, ...]:
+        """Devices the variant needs on each node it spans (its servers, by node)."""
+        nodes: dict[int, int] = {}
+        for server in self.servers:
+            nodes[server.node] = nodes.get(server.node, 0) + server.devices
+        return tuple(nodes.values())
 
     @property
     def is_speculative(self) -> bool:
@@ -201,9 +230,20 @@ class Variant:
 
     @property
     def store_mounts(self) -> tuple[StoreMount, ...]:
-        """The prefixes the server reads: its prepared models, its committed set, its staging sets."""
-        return tuple(StoreMount(p) for p in (*(m.prefix for m in self.prepared_models), f"{self.artifact_path}/",
-                                             staging_prefix(self.artifact_path)))
+        """The prefixes its servers read, once each (server_store_mounts)."""
+        return tuple(dict.fromkeys(m for server in self.servers for m in self.server_store_mounts(server)))
+
+    def server_models(self, server: Server) -> tuple[PreparedModel, ...]:
+        """The models one server loads: a vLLM server all of the variant's; a pod of a variant that
+        runs several one, the draft's (part "draft") or the target's."""
+        if not server.part:
+            return self.prepared_models
+        return (self.prepared_draft if server.part == "draft" and self.prepared_draft else self.prepared_target,)
+
+    def server_store_mounts(self, server: Server) -> tuple[StoreMount, ...]:
+        """The prefixes one server reads: the models it loads, its committed set, its staging sets."""
+        path = self.server_artifact_path(server)
+        return tuple(StoreMount(p) for p in (*(m.prefix for m in self.server_models(server)), f"{path}/", staging_prefix(path)))
 
     @property
     def speculative_config(self) -> dict | None:
@@ -269,7 +309,6 @@ class Variant:
 class BenchmarkSettings:
     input_tokens: int
     output_tokens: int
-    concurrency: int
     requests_per_test_case: int
     request_timeout_s: int
     test_cases: dict[str, str | None]
@@ -284,12 +323,38 @@ class BenchmarkSettings:
     """Which seed's published figures the report prints beside the measured ones (reporting/seeds.py)."""
     metric_dimensions: str = "names"
     """The CloudWatch dimension values: "names" or the EKS sample's ("eks-sample"; benchmark/pod.py)."""
+    load_generator: str = DEFAULT_GENERATOR
+    """benchmark.loadGenerator: the registered load generator that drives the run (benchmark/loadgen/)."""
+    loads: tuple[Level, ...] = (Level("concurrency", 1),)
+    """The load levels, ascending (benchmark.concurrency or benchmark.rate; several: a load sweep)."""
+
+    @property
+    def concurrency(self) -> int | None:
+        """The concurrency of a run of one concurrency level; None for a sweep or a request rate."""
+        if len(self.loads) == 1 and self.loads[0].kind == "concurrency":
+            return int(self.loads[0].value)
+        return None
+
+    def seconds(self, requests: int, seconds_per_output_token: float) -> float:
+        """How long `requests` take at every level, one level after another: a concurrency level
+        decodes that many at a time; a rate level sends for requests / rate seconds, and the last
+        request then decodes."""
+        decode = self.output_tokens * seconds_per_output_token
+        return sum(requests * decode / level.value if level.kind == "concurrency" else requests / level.value + decode
+                   for level in self.loads)
+
+    def describe_loads(self) -> str:
+        """"1 at a time", "at concurrency 1, 2, 4, 8", "at 0.5, 1 requests/s"."""
+        kind, values = self.loads[0].kind, ", ".join(f"{level.value:g}" for level in self.loads)
+        if kind == "rate":
+            return f"at {values} requests/s"
+        return f"{values} at a time" if len(self.loads) == 1 else f"at concurrency {values}"
 
     @property
     def load_levels(self) -> int:
-        """Loads each test case is measured at: one `concurrency` today. The one place the study's
-        estimate (stackconfig/timeline.py) counts them, so a load list multiplies the cases there."""
-        return 1
+        """Load levels each test case is measured at (`loads`): the one place the study's estimate
+        (stackconfig/timeline.py) counts them, so a load list multiplies the cases there."""
+        return len(self.loads)
 
 
 @dataclass(frozen=True)
@@ -463,7 +528,8 @@ class StackSpec:
 
     @property
     def device_group_sizes(self) -> tuple[int, ...]:
-        return tuple(sorted({v.devices for v in self.variants}))
+        """One claim template per size: every server's own device group."""
+        return tuple(sorted({s.devices for v in self.variants for s in v.servers}))
 
     @property
     def sequential(self) -> bool:
@@ -478,20 +544,20 @@ class StackSpec:
     @property
     def parallel_node_count(self) -> int:
         """Nodes for every server at once (first-fit decreasing)."""
-        return len(pack_device_groups([v.devices for v in self.variants], self.capacity.shape.neuron_devices))
+        return len(pack_variants(self.variants, self.capacity.shape.neuron_devices))
 
     @property
     def sequential_node_count(self) -> int:
         """Nodes for the largest single server: in sequential mode the tuner never runs more."""
         node = self.capacity.shape.neuron_devices
-        return max(len(pack_device_groups([v.devices], node)) for v in self.variants)
+        return max(len(pack_variants([v], node)) for v in self.variants)
 
     @property
     def pairs_fit_together(self) -> bool:
         """Whether every compared pair (a variant and its baseline) fits on the sequential nodes at
         once; if not, the tuner serves one server at a time (the 405B stack: 16 devices each)."""
         node = self.capacity.shape.neuron_devices
-        return all(len(pack_device_groups([v.devices, self.variant(v.baseline).devices], node)) <= self.sequential_node_count
+        return all(len(pack_variants([v, self.variant(v.baseline)], node)) <= self.sequential_node_count
                    for v in self.variants if v.baseline)
 
     @property
@@ -506,18 +572,33 @@ class StackSpec:
         return next(v for v in self.variants if v.name == name)
 
 
-def pack_device_groups(group_sizes: list[int], devices_per_node: int) -> list[list[int]]:
+def pack_device_groups(group_sizes: list[int], devices_per_node: int,
+                       apart: list[str | None] | None = None) -> list[list[int]]:
     """First-fit decreasing packing of device groups onto nodes, all variants served at once.
 
     Group sizes are powers of two dividing the node size, for which first-fit decreasing is
-    optimal and matches how the DRA driver hands out contiguous groups.
+    optimal and matches how the DRA driver hands out contiguous groups. `apart`, one per group:
+    groups with the same key (not None) go on different nodes (a variant whose draft runs on
+    another node than its target).
     """
+    keys = apart or [None] * len(group_sizes)
     nodes: list[list[int]] = []
-    for size in sorted(group_sizes, reverse=True):
-        for node in nodes:
-            if sum(node) + size <= devices_per_node:
+    held: list[set[str | None]] = []
+    for size, key in sorted(zip(group_sizes, keys), key=lambda item: item[0], reverse=True):
+        for node, keys_on_node in zip(nodes, held):
+            if sum(node) + size <= devices_per_node and (key is None or key not in keys_on_node):
                 node.append(size)
+                keys_on_node.add(key)
                 break
         else:
             nodes.append([size])
+            held.append({key})
     return nodes
+
+
+def pack_variants(variants: list[Variant] | tuple[Variant, ...], devices_per_node: int) -> list[list[int]]:
+    """The nodes the variants' servers need at once: each variant's node groups, those of a variant
+    spanning nodes kept apart."""
+    sizes = [size for v in variants for size in v.node_groups]
+    apart = [v.name if len(v.node_groups) > 1 else None for v in variants for _ in v.node_groups]
+    return pack_device_groups(sizes, devices_per_node, apart)

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 
-from .catalog import BF16_BYTES
-from .engines import ENGINES, Setting
+from .catalog import BF16_BYTES, Architecture
+from .engines import ENGINES, Server, Setting
 from .model import Variant
 from .store import MODEL_STORE_MOUNT_PATH, NODE_CACHE_MOUNT, PreparedModel, gib, staging_prefix
 
@@ -51,26 +51,35 @@ def local_copy(model: PreparedModel) -> str:
     return f"{NODE_CACHE_MOUNT}/{model.prefix.rstrip('/')}"
 
 
-def kv_copies(model: PreparedModel, tensor_parallel_size: int) -> int:
-    """How many times the sharded checkpoint holds each KV head's k/v weights: NxD Inference gives
-    every rank at least one KV head, replicating them to the TP degree when it is a multiple of the
-    KV heads and converting to multi-head attention otherwise (neuronx_distributed_inference
-    modules/attention/gqa.py, determine_sharding_strategy)."""
-    arch = model.info.architecture
-    if arch is None or tensor_parallel_size <= arch.kv_heads:
-        return 1
-    if tensor_parallel_size % arch.kv_heads == 0:
-        return tensor_parallel_size // arch.kv_heads
-    return max(arch.attention_heads, tensor_parallel_size) // arch.kv_heads
+def sharded_heads(arch: Architecture, tensor_parallel_size: int) -> tuple[int, int]:
+    """How many attention heads and KV heads each layer's projections have in the sharded checkpoint
+    (NxD Inference modules/attention/gqa.py, determine_sharding_strategy, get_shardable_head_counts,
+    and the preshard_hook of GroupQueryAttention_QKV and _O). The attention heads are zero-padded to
+    a multiple of the TP degree (neuronx_distributed parallel_layers/pad.py
+    get_number_of_extra_heads), in q_proj and o_proj. Multi-head attention: the KV heads are padded
+    with them. Grouped-query: KV heads that are a multiple of the TP degree stay; else they are
+    replicated to the TP degree where it is a multiple of them (REPLICATE_TO_TP_DEGREE), otherwise
+    replicated to one per attention head and zero-padded with the attention heads (CONVERT_TO_MHA)."""
+    attention = -(-arch.attention_heads // tensor_parallel_size) * tensor_parallel_size
+    if arch.attention_heads != arch.kv_heads:
+        if arch.kv_heads % tensor_parallel_size == 0:
+            return attention, arch.kv_heads
+        if tensor_parallel_size % arch.kv_heads == 0:
+            return attention, tensor_parallel_size
+    return attention, attention
 
 
 def sharded_checkpoint_bytes(model: PreparedModel, tensor_parallel_size: int) -> int:
     """What save_sharded_checkpoint writes for one model: its weights in the dtypes it is served in
-    (FP8 stays FP8), with the k/v weights repeated kv_copies times (a model of unknown
-    architecture: its checkpoint alone)."""
+    (FP8 stays FP8), with the heads the sharding adds, replicated or zero-padded, in BF16: per
+    attention head a q and an o weight, per KV head a k and a v weight, each hidden x head size (a
+    model of unknown architecture: its checkpoint alone)."""
     arch = model.info.architecture
-    replicated = 0 if arch is None else arch.layers * arch.kv_parameters * BF16_BYTES * (kv_copies(model, tensor_parallel_size) - 1)
-    return model.checkpoint_bytes + replicated
+    if arch is None:
+        return model.checkpoint_bytes
+    attention, kv = sharded_heads(arch, tensor_parallel_size)
+    added_heads = attention - arch.attention_heads + kv - arch.kv_heads
+    return model.checkpoint_bytes + arch.layers * 2 * arch.hidden_size * arch.head_size * added_heads * BF16_BYTES
 
 
 def compiled_set_bytes(variant: Variant) -> int:
@@ -93,7 +102,7 @@ source publishes their size for these shapes."""
 
 def node_cache_gib(variant: Variant) -> int:
     """The server's cache on the node's NVMe (an emptyDir): its prepared models as the store holds
-    them, its compiled set (sharded weights with replicated KV heads) and room for graphs and
+    them, its compiled set (sharded weights with replicated and padded heads) and room for graphs and
     caches, with a tenth to spare."""
     weights = sum(m.checkpoint_bytes for m in variant.prepared_models)
     total = weights + compiled_set_bytes(variant) + GRAPHS_AND_CACHES_GIB * 2 ** 30
@@ -129,6 +138,8 @@ COMMON_ENVIRONMENT: dict[str, Setting] = {
     "STAGING_DIR": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{staging_prefix(v.artifact_path).rstrip('/')}",
     "HF_HOME": lambda v: f"{NODE_CACHE_MOUNT}/huggingface",
     "VLLM_PORT": lambda v: str(VLLM_PORT),
+    # What serve.sh starts (the engine's program: vllm, or python3 for distributed/'s servers).
+    "SERVER_PROGRAM": lambda v: ENGINES[v.engine].program,
     # The prepared models: serve.sh waits for each one's marker in the store, then copies it here.
     "WEIGHTS_STORE": lambda v: f"{MODEL_STORE_MOUNT_PATH}/{v.prepared_target.prefix.rstrip('/')}",
     "WEIGHTS_DIR": lambda v: model_reference(v),
@@ -149,6 +160,21 @@ def environment(variant: Variant) -> dict[str, str]:
     table = {**COMMON_ENVIRONMENT, **ENGINES[variant.engine].environment}
     rendered = {name: value for name, setting in table.items() if (value := setting(variant)) is not None}
     return {**rendered, **variant.serving.environment}
+
+
+def server_environment(variant: Variant, server: Server) -> dict[str, str]:
+    """environment(variant) for one pod of a variant that runs several (stackconfig/engines/ Server):
+    its own compiled set (Variant.server_artifact_path), and the one model it loads, the draft for
+    the draft's pod, the target for the others."""
+    path = variant.server_artifact_path(server)
+    (model,) = variant.server_models(server)
+    rendered = {name: value for name, value in environment(variant).items() if not name.startswith("DRAFT_WEIGHTS_")}
+    return {**rendered,
+            "COMPILE_DIR": f"{NODE_CACHE_MOUNT}/{path}",
+            "ARTIFACT_DIR": f"{MODEL_STORE_MOUNT_PATH}/{path}",
+            "STAGING_DIR": f"{MODEL_STORE_MOUNT_PATH}/{staging_prefix(path).rstrip('/')}",
+            "WEIGHTS_STORE": f"{MODEL_STORE_MOUNT_PATH}/{model.prefix.rstrip('/')}",
+            "WEIGHTS_DIR": local_copy(model)}
 
 
 def arguments(variant: Variant) -> list[str]:

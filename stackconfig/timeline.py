@@ -13,8 +13,8 @@ assumption with a measurement.
     publish   the publisher uploads the compiled set, then commits (the benchmark waits for it)
     benchmark test cases x requests x variants (x repeats in a study), each request's output tokens
               at the variant's time per output token (seconds_per_token: measured in a previous
-              run, else published for that configuration, else assumed), `concurrency` at a time,
-              plus the load generator's start for every case
+              run, else published for that configuration, else assumed), at every load level
+              (BenchmarkSettings.seconds), plus the load generator's start for every case and level
 
 A study (study_modes) adds up the same terms per configuration for each mode, in the tuner's design
 (benchmark/tuner.py blocks): repeats interleaved across configurations, the baseline measured again
@@ -214,9 +214,10 @@ def measured_seconds_per_token(report: Any, label: str) -> dict[str, Figure]:
 
 
 def _case_minutes(spec: StackSpec, seconds_per_token: float) -> float:
-    """Measuring one test case on one server: its requests' output tokens, `concurrency` at a time."""
+    """Measuring one test case at one load level on one server, on average over the levels: its
+    requests' output tokens at every level (BenchmarkSettings.seconds), shared by the levels."""
     b = spec.benchmark
-    return b.requests_per_test_case * b.output_tokens * seconds_per_token / b.concurrency / 60
+    return b.seconds(b.requests_per_test_case, seconds_per_token) / b.load_levels / 60
 
 
 def _cases(spec: StackSpec) -> int:
@@ -262,8 +263,8 @@ def cold_path(spec: StackSpec, measured: dict[str, Figure] | None = None) -> lis
         Step("publish", publish_gib, _transfer_minutes(publish_gib, PUBLISHER_UPLOAD), PUBLISHER_UPLOAD.source),
         Step("benchmark", None, benchmark_minutes(spec, measured),
              f"{cases * len(spec.variants)} cases x {b.requests_per_test_case} requests x {b.output_tokens} output tokens at "
-             f"{' to '.join(dict.fromkeys([spread[0], spread[-1]]))} ms per token (the estimate's terms), {b.concurrency} "
-             f"at a time, + {LOAD_GENERATOR_START.value:.0f} s to start each case (assumed)"),
+             f"{' to '.join(dict.fromkeys([spread[0], spread[-1]]))} ms per token (the estimate's terms), {b.describe_loads()}, "
+             f"+ {LOAD_GENERATOR_START.value:.0f} s to start each case (assumed)"),
     ]
 
 

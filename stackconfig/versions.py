@@ -11,6 +11,8 @@ import datetime
 from dataclasses import dataclass
 from typing import Callable
 
+from benchmark.loadgen import llmperf
+
 
 @dataclass(frozen=True)
 class Pin:
@@ -276,11 +278,15 @@ ENGINE_IMAGES: dict[str, Pin] = {
                        "ships vllm-neuron 0.29.0.1.2.0, but no image tag for it could be read"),
 }
 """Each serving engine's default image (its module: stackconfig/engines/); a stack may pin another."""
+ENGINE_IMAGES["distributed"] = Pin(ENGINE_IMAGES["nxdi-legacy"].version,
+                                   "the legacy image: NxD Inference 0.6.10598, which distributed/neuron.py is written "
+                                   "against, with torch-neuronx and transformers; its gRPC pins come from "
+                                   "distributed/requirements-pod.lock")
 
 
 # --- The benchmark -------------------------------------------------------------------------------
 
-BENCHMARK_IMAGE = Pin("public.ecr.aws/docker/library/python:3.11.14-slim-bookworm",
+BENCHMARK_IMAGE = Pin(llmperf.IMAGE,
                       "docker-library/official-images library/python lists 3.11.14-slim-bookworm; public.ecr.aws/"
                       "docker/library mirrors the Docker official images. Python 3.11: the version "
                       "benchmark/requirements-pod.lock was resolved and install-tested for (header of "

@@ -2,8 +2,11 @@
 the operator tools run in (credentials or none, a PATH of fake CLIs)."""
 from __future__ import annotations
 
+import fcntl
 import functools
 import logging
+import os
+import pickle
 import sys
 import textwrap
 import urllib.request
@@ -14,6 +17,7 @@ import pytest
 from offline.engine import Recording
 from offline.stacks import load_stack, run_stack, stack_names
 from stackconfig import ConfigError, PlatformSpec
+from tests.modelstore_helpers import BUCKET
 
 
 def _kind(stack: str) -> str:
@@ -36,9 +40,34 @@ PLATFORMS = sorted(s for s, k in KINDS.items() if k == "platform")
 STACKS = STANDALONE
 
 
+SHARED_PLANS: list[Path] = []
+"""Under pytest-xdist, the folder where the workers leave the plans they made (shared_plans)."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_plans(tmp_path_factory):
+    """Every worker's base temporary folder is inside the run's (pytest-xdist's documented way to
+    share work between workers); pytest removes it with the run's other folders."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        SHARED_PLANS.append(tmp_path_factory.getbasetemp().parent / "plans")
+        SHARED_PLANS[0].mkdir(exist_ok=True)
+
+
 @functools.lru_cache(maxsize=None)
 def recorded(stack: str) -> Recording:
-    return run_stack(load_stack(stack))
+    """The stack's plan, shared by every test of this process, and under pytest-xdist by the
+    workers: the first to need a stack plans it and leaves it pickled; the others read it instead
+    of planning again (about 1 CPU s a stack). Each process unpickles its own copy."""
+    if not SHARED_PLANS:
+        return run_stack(load_stack(stack))
+    path = SHARED_PLANS[0] / f"{stack}.pickle"
+    with open(path.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if path.exists():
+            return pickle.loads(path.read_bytes())
+        recording = run_stack(load_stack(stack))
+        path.write_bytes(pickle.dumps(recording))
+        return recording
 
 
 @pytest.fixture(params=STACKS)
@@ -100,6 +129,21 @@ def fake_bin(tmp_path, monkeypatch):
     return write
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kubernetes_schemas_read_once():
+    """kubernetes-validate reads the kind's schema and its version's _definitions.json (1.5 MB of
+    JSON) from its package data on every validate() call (kubernetes_validate/utils.py,
+    schema_contents); the files do not change during a run, so each is parsed once per process.
+    That parse was most of test_manifests.py's time. The cached documents are only read:
+    jsonschema and referencing never write into a schema."""
+    import kubernetes_validate.utils
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kubernetes_validate.utils, "schema_contents",
+                      functools.lru_cache(maxsize=None)(kubernetes_validate.utils.schema_contents))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def no_real_hub(monkeypatch):
     """No test reaches the real Hugging Face hub: HF_ENDPOINT names the discard port (connection
@@ -134,13 +178,13 @@ def moto_endpoint(moto_server, aws_credentials, monkeypatch):
 
 @pytest.fixture
 def models_bucket(aws_credentials):
-    """moto's S3 in this process, with one bucket, "models": a client to it."""
+    """moto's S3 in this process, with one bucket, BUCKET (tests/modelstore_helpers.py): a client to it."""
     import boto3
     from moto import mock_aws
 
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-2")
-        client.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
+        client.create_bucket(Bucket=BUCKET, CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
         yield client
 
 

@@ -4,7 +4,9 @@ They stream chat completions the way vLLM's OpenAI server does (vllm-project/vll
 vllm/entrypoints/openai/serving_chat.py chat_completion_stream_generator):
 a role chunk with empty content, then content chunks, the last carrying finish_reason, then, when
 the request asks for `stream_options.include_usage`, a chunk with `"choices": []` and `usage`, then
-`data: [DONE]`. The first content chunk holds the prefill's one token; every later chunk is one
+`data: [DONE]`. Completions (/v1/completions, inference-perf's path) stream the same way with the
+text in `choices[0].text` and no role chunk (vllm/entrypoints/openai/serving_completion.py
+completion_stream_generator). The first content chunk holds the prefill's one token; every later chunk is one
 target step: one token for a baseline, 1 + accepted draft tokens for speculative decoding, with
 the acceptance pattern given. `/metrics` exposes vLLM's speculative-decoding counters
 (docs/facts.md "Serving engines on Trainium2", acceptance counters) consistent with what was streamed. Chosen
@@ -53,6 +55,8 @@ class Sent:
     steps: list[int] = field(default_factory=list)
     """Tokens per content chunk; after the first, one chunk per target step."""
     text: str = ""
+    request: dict = field(default_factory=dict)
+    """The request body as it arrived."""
 
     @property
     def time_per_output_token_s(self) -> float:
@@ -160,6 +164,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def answer(self, request: dict) -> None:
         sent = self.fake.arrive()
+        sent.request = request
         if sent.status != 200:
             error = json.dumps({"object": "error", "message": "injected failure", "type": "InternalServerError",
                                 "param": None, "code": 500}).encode()
@@ -169,7 +174,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.end_headers()
             self.wfile.write(error)
             return
-        prompt = request["messages"][-1]["content"]
+        chat = self.path != "/v1/completions"
+        prompt = request["messages"][-1]["content"] if chat else request["prompt"]
         salt = "diverged" if sent.arrival in self.fake.diverge else ""
         start = int(hashlib.sha256((prompt + salt).encode()).hexdigest(), 16) % len(PIECES)
         pieces = [PIECES[(start + i) % len(PIECES)] for i in range(request["max_tokens"])]
@@ -177,20 +183,25 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        base = {"id": "chatcmpl-test", "object": "chat.completion.chunk", "created": 0, "model": request["model"]}
-        self.event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                                         "finish_reason": None}]})
+        base = {"id": "chatcmpl-test", "object": "chat.completion.chunk" if chat else "text_completion", "created": 0,
+                "model": request["model"]}
+        if chat:
+            self.event({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                                             "finish_reason": None}]})
         time.sleep(self.fake.prefill_s)
         sizes = sent.steps = self.fake.step_sizes(len(pieces))
-        position = 0
+        position, decode_start = 0, time.monotonic()
         for index, size in enumerate(sizes):
             if index:
-                time.sleep(self.fake.step_s)
+                # Steps on a schedule from the first (a late wake-up is not carried into every later
+                # step), so a loaded machine moves the pace as little as it can: the two load
+                # generators, measured minutes apart, meet the same server.
+                time.sleep(max(0.0, decode_start + index * self.fake.step_s - time.monotonic()))
             text = "".join(pieces[position:position + size])
             position += size
             last = index == len(sizes) - 1
-            self.event({**base, "choices": [{"index": 0, "delta": {"content": text}, "logprobs": None,
-                                             "finish_reason": "length" if last else None}]})
+            said = {"delta": {"content": text}} if chat else {"text": text}
+            self.event({**base, "choices": [{"index": 0, **said, "logprobs": None, "finish_reason": "length" if last else None}]})
             now = time.monotonic()
             sent.first_content = sent.first_content or now
             sent.last_content = now

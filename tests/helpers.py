@@ -21,7 +21,7 @@ def parse_python(source: str) -> ast.Module:
         return ast.parse(source)
 
 
-PROGRAM_PARTS = ("__main__.py", "Pulumi.yaml", "components", "stackconfig", "offline", "benchmark", "reporting", "modelstore", "stacks")
+PROGRAM_PARTS = ("__main__.py", "Pulumi.yaml", "components", "stackconfig", "offline", "benchmark", "reporting", "modelstore", "distributed", "stacks")
 
 
 def project_copy(target: Path) -> Path:

@@ -14,7 +14,7 @@ HOME = PROJECT_DIR / "stackconfig" / "versions.py"
 RELEASE = re.compile(r"\bv?20[2-9]\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])\b")
 """An amazon-eks-ami release as written in tags, aliases, AMI names and release versions
 ("v20260714", "al2023@v20260714", "1.35.6-20260714")."""
-SKIPPED = {".git", ".venv", ".venv-scan", ".venv-rehearse", "build", "mutants", "tests", "__pycache__"}
+SKIPPED = {".git", ".venv", ".venv-scan", ".venv-rehearse", ".venv-inference-perf", "build", "mutants", "tests", "__pycache__"}
 
 
 def program_files() -> list[Path]:

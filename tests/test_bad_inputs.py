@@ -118,6 +118,11 @@ CASES = [
     ("too-long", QWEN, edit((P + "benchmark", "outputTokens"), 1000), "benchmark.outputTokens"),
     ("over-concurrent", QWEN, edit((P + "benchmark", "concurrency"), 8), "benchmark.concurrency"),
     ("aws-namespace", QWEN, edit((P + "benchmark", "metricsNamespace"), "AWS/Mine"), "benchmark.metricsNamespace"),
+    ("unknown-generator", QWEN, edit((P + "benchmark", "loadGenerator"), "guidellm"), "benchmark.loadGenerator"),
+    ("empty-load-list", QWEN, edit((P + "benchmark", "concurrency"), []), "benchmark.concurrency"),
+    ("unsorted-load-list", QWEN, edit((P + "benchmark", "concurrency"), [2, 1]), "benchmark.concurrency"),
+    ("rate-and-concurrency", QWEN, lambda config: edit((P + "benchmark", "rate"), [0.5, 1])(
+        edit((P + "benchmark", "loadGenerator"), "inference-perf")(config)), "benchmark.rate"),
     ("dashboard-widgets", QWEN, edit((P + "benchmark", "testCases"), {f"case-{i}": "x" for i in range(130)}), "benchmark.testCases"),
     ("configmap-size", QWEN, edit((P + "benchmark", "testCases"), {"huge": "x" * (600 * 1024)}), "benchmark.testCases"),
     ("case-name", QWEN, edit((P + "benchmark", "testCases"), {"Not A Label": "x"}), "benchmark.testCases.Not A Label"),

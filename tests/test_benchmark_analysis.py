@@ -1,11 +1,13 @@
-"""benchmark/analysis.py, unit by unit: exact values, so that a change in its arithmetic or text fails."""
+"""reporting/analysis.py and benchmark/acceptance.py acceptance_figures, unit by unit: exact values, so that
+a change in their arithmetic or text fails."""
 from __future__ import annotations
 
 import pytest
 
 from benchmark import acceptance
-from benchmark.analysis import (
-    acceptance_figures,
+from benchmark.acceptance import acceptance_figures
+from benchmark.results import CaseResult, RequestResult
+from reporting.analysis import (
     build,
     case_figures,
     compare_run,
@@ -20,7 +22,6 @@ from benchmark.analysis import (
     values,
     wall_time_s,
 )
-from benchmark.results import CaseResult, RequestResult
 from tests.results_files import VARIANTS, digest, record, write_case, write_run
 
 BASE, SD = VARIANTS

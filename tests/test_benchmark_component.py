@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from benchmark import publish
-from benchmark.pod import PACKAGE_DIR, POD_LOCK, POD_MODULES
+from benchmark.pod import PACKAGE_DIR, POD_LOCK, POD_MODULES, config_map_key
 from benchmark.publish import DIMENSIONS, UNITS
 from offline.stacks import load_stack, run_stack
 
@@ -57,10 +57,11 @@ def test_the_pod_may_read_its_variants_pods_and_claims_only(recording, spec):
 def test_code_lock_manifest_and_run_config_are_shipped_by_config_map(recording, spec):
     data = recording.one("kubernetes:core/v1:ConfigMap", "benchmark-code").inputs["data"]
     for module in POD_MODULES + (POD_LOCK,):
-        assert data[module] == (PACKAGE_DIR / module).read_text()
+        assert data[config_map_key(module)] == (PACKAGE_DIR / module).read_text()
     # benchmark/ is exactly the pod's code: every module in it is shipped, and nothing else is.
-    assert {key for key in data if key.endswith(".py")} == {path.name for path in PACKAGE_DIR.glob("*.py")}
-    assert {"driver.py", "tuner.py", "podsetup.py", "__init__.py"} <= set(POD_MODULES)
+    assert {key for key in data if key.endswith(".py")} == {
+        config_map_key(path.relative_to(PACKAGE_DIR).as_posix()) for path in PACKAGE_DIR.rglob("*.py")}
+    assert {"driver.py", "tuner.py", "podsetup.py", "__init__.py", "loadgen/llmperf.py", "loadgen/inference_perf.py"} <= set(POD_MODULES)
     commit = spec.benchmark.llmperf_commit
     assert data[f"llmperf-{commit}.manifest"] == (PACKAGE_DIR / "llmperf" / f"{commit}.manifest").read_text()
     config = json.loads(data["run-config.json"])
@@ -72,11 +73,13 @@ def test_code_lock_manifest_and_run_config_are_shipped_by_config_map(recording, 
     assert {v["name"]: v["endpoint"] for v in config["variants"]} == endpoints
     deployments = {d.inputs["metadata"]["name"]: d.inputs for d in recording.of_type("kubernetes:apps/v1:Deployment")}
     for variant in config["variants"]:
-        # The selector finds exactly the variant's vLLM pod.
-        assert variant["podSelector"] == deployments[f"vllm-{variant['name']}"]["spec"]["selector"]["matchLabels"]
+        # The selector finds exactly the pod serving the variant's endpoint (a vLLM server, or a
+        # distributed variant's draft), which the tuner scales.
+        assert variant["podSelector"] == deployments[variant["deployment"]]["spec"]["selector"]["matchLabels"]
         # The variant's share of its node's price: trn2.48xlarge at the catalog's approximate
-        # $35.76/h (stackconfig/catalog.py), by devices.
-        assert variant["costPerHourUsd"] == pytest.approx(35.76 * variant["devices"] / 16)
+        # $35.76/h (stackconfig/catalog.py), by the devices of its servers.
+        servers = spec.variant(variant["name"]).servers
+        assert variant["costPerHourUsd"] == pytest.approx(35.76 * sum(s.devices for s in servers) / 16)
         assert variant["targetParamsBillion"] > 0
     sd = next(v for v in config["variants"] if v["role"] == "sd")
     assert sd["baseline"] and sd["draft"] and sd["numSpeculativeTokens"] and 0 < sd["draftParamsBillion"] < sd["targetParamsBillion"]
@@ -99,7 +102,7 @@ def test_the_run_config_says_how_each_server_decodes_the_benchmarks_requests(sta
 def test_the_pod_modules_need_nothing_from_the_operator_side(tmp_path):
     """Only the shipped files: importing the driver or the tuner must not reach reporting/ or
     stackconfig."""
-    (tmp_path / "benchmark" / "llmperf").mkdir(parents=True)
+    (tmp_path / "benchmark" / "loadgen").mkdir(parents=True)
     for module in POD_MODULES:
         (tmp_path / "benchmark" / module).write_text((PACKAGE_DIR / module).read_text())
     code = "import benchmark.driver, benchmark.podsetup, benchmark.telemetry, benchmark.tuner, sys; print(sorted(m for m in sys.modules if m.startswith(('benchmark', 'reporting', 'stackconfig', 'matplotlib'))))"

@@ -15,10 +15,12 @@ import requests
 from moto import mock_aws
 
 from benchmark import driver
+from benchmark.loadgen import llmperf as llmperf_module
 
 from .fake_vllm import FakeVllm
 
 STANDIN = Path(__file__).resolve().parents[1] / "rehearse" / "standin_llmperf"
+LEVEL = driver.Level("concurrency", 4)
 SHAPE = {"inputTokens": 64, "outputTokens": 24, "concurrency": 4, "requestsPerTestCase": 20,
          "requestTimeoutSeconds": 600, "samplingParams": {"temperature": 0}}
 
@@ -53,11 +55,12 @@ def quiet_hooks(**changes) -> driver.Hooks:
 
 def one_request_runner(calls):
     """Stands in for LLMPerf: one request through the proxy, its output files, its stderr."""
-    def runner(argv, env, cwd, out_dir, deadline_s):
-        calls.append((argv, env, (cwd / driver.PROMPT_FILE).read_text(), deadline_s))
+    def runner(invocation, stdout_file, stderr_file):
+        calls.append((invocation.argv, invocation.env, (invocation.cwd / llmperf_module.PROMPT_FILE).read_text(),
+                      invocation.deadline_s))
         body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True, "max_tokens": 3}
-        _ = requests.post(env["OPENAI_API_BASE"] + "/chat/completions", json=body, stream=True, timeout=10).content  # read it all
-        (out_dir / driver.STDERR_FILE).write_text("100%|##########| 1/1\n")
+        _ = requests.post(invocation.env["OPENAI_API_BASE"] + "/chat/completions", json=body, stream=True, timeout=10).content
+        stderr_file.write_text("100%|##########| 1/1\n")
         return 0
     return runner
 
@@ -83,7 +86,7 @@ def test_runs_every_case_for_every_variant_interleaved_with_llmperfs_own_flags(t
     assert env["OPENAI_API_BASE"].startswith("http://127.0.0.1:") and env["OPENAI_API_BASE"].endswith("/v1")
     assert env["PYTHONPATH"] == str(llmperf / "src") and env["OPENAI_API_KEY"]
     assert prompt.startswith("counting numbers from 1 \ncounting") and calls[2][2] == "Shall I compare thee\n"
-    assert (llmperf / driver.PROMPT_FILE).read_text() == "Shall I compare thee\n"
+    assert (llmperf / llmperf_module.PROMPT_FILE).read_text() == "Shall I compare thee\n"
     # run.json is uploaded first, while running, then after every case, then finally.
     assert uploads[0] == ("run-1/run.json", "running") and uploads[-1][0] == "run-1/run.json"
     assert [u for u in uploads if u[0] == "run-1/run.json"][1:-1] == [("run-1/run.json", "running")] * 4
@@ -106,12 +109,12 @@ def test_a_killed_pod_leaves_every_finished_case_in_s3(tmp_path, llmperf, monkey
     results, calls, seen = tmp_path / "results", [], {}
     inner = one_request_runner(calls)
 
-    def runner(argv, env, cwd, out_dir, deadline_s):
+    def runner(invocation, stdout_file, stderr_file):
         if len(calls) == 2:  # the third case: the pod is stopped in the middle of it
             seen.update({o["Key"]: o for o in s3.list_objects_v2(Bucket="models")["Contents"]})
             seen["run.json"] = json.loads(s3.get_object(Bucket="models", Key="results/run-1/run.json")["Body"].read())
             raise driver.Terminated("received signal 15 (Job deadline or pod deletion)")
-        return inner(argv, env, cwd, out_dir, deadline_s)
+        return inner(invocation, stdout_file, stderr_file)
 
     with FakeVllm(step_s=0.001) as server:
         hooks = quiet_hooks(runner=runner, upload=driver.S3Mirror(s3, "models", "results/", results))
@@ -128,10 +131,10 @@ def test_a_killed_pod_leaves_every_finished_case_in_s3(tmp_path, llmperf, monkey
 def test_a_failed_llmperf_run_is_recorded_and_the_rest_goes_on(tmp_path, llmperf):
     seen = []
 
-    def runner(argv, env, cwd, out_dir, deadline_s):
-        seen.append(argv[argv.index("--results-dir") + 1])
+    def runner(invocation, stdout_file, stderr_file):
+        seen.append(invocation.argv[invocation.argv.index("--results-dir") + 1])
         if "/sd/" in seen[-1]:
-            (out_dir / driver.STDERR_FILE).write_text("Traceback (most recent call last):\n  File ...\nKeyError: 'error_code'\n")
+            stderr_file.write_text("Traceback (most recent call last):\n  File ...\nKeyError: 'error_code'\n")
             return 1
         return 0
 
@@ -148,10 +151,11 @@ def test_a_hung_llmperf_is_stopped_with_everything_it_started(tmp_path):
     child = tmp_path / "child.pid"
     script = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
               f"open({str(child)!r}, 'w').write(str(p.pid)); time.sleep(60)")
-    code = driver.subprocess_runner([sys.executable, "-c", script], {}, tmp_path, tmp_path, deadline_s=1.0)
+    stdout_file, stderr_file = tmp_path / "out.txt", tmp_path / "err.txt"
+    code = driver.subprocess_runner(driver.Invocation([sys.executable, "-c", script], {}, tmp_path, 1.0), stdout_file, stderr_file)
     assert code == driver.TIMED_OUT
-    assert (tmp_path / driver.STDERR_FILE).read_text().strip() == "TimeoutError: LLMPerf did not finish within 1 s; the driver stopped it"
-    assert driver.last_error_line((tmp_path / driver.STDERR_FILE).read_text()).startswith("TimeoutError")
+    assert stderr_file.read_text().strip() == "TimeoutError: the load generator did not finish within 1 s; the driver stopped it"
+    assert llmperf_module.last_error_line(stderr_file.read_text()).startswith("TimeoutError")
     grandchild = int(child.read_text())
     for _ in range(100):  # SIGKILL is delivered asynchronously: give it up to a second
         if not running(grandchild):
@@ -170,9 +174,9 @@ def test_llmperf_stderr_is_read_for_its_last_error_and_dead_threads():
     stderr = ("Exception in thread Thread-3 (launch_request):\nTraceback (most recent call last):\n"
               "ZeroDivisionError: division by zero\n 25%|##5       | 1/4\nException in thread Thread-4 (launch_request):\n"
               "ZeroDivisionError: division by zero\nWarning Or Error: 500 Server Error\n")
-    assert driver.thread_deaths(stderr) == 2
-    assert driver.last_error_line(stderr) == "ZeroDivisionError: division by zero"
-    assert driver.last_error_line("100%|####| 4/4\n") is None
+    assert llmperf_module.thread_deaths(stderr) == 2
+    assert llmperf_module.last_error_line(stderr) == "ZeroDivisionError: division by zero"
+    assert llmperf_module.last_error_line("100%|####| 4/4\n") is None
 
 
 def test_endpoints_that_never_answer_fail_the_run_with_the_reason(tmp_path, llmperf):
@@ -241,14 +245,14 @@ def test_sigterm_stops_llmperf_and_marks_the_run_failed(tmp_path):
             path.write_text(json.dumps(config(server.url, server.url, {**SHAPE, "concurrency": 1, "requestsPerTestCase": 50})))
             timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGTERM))
             timer.start()
-            code = driver.main(["--config", str(path), "--results-dir", str(tmp_path / "results"), "--llmperf-dir", str(llmperf),
+            code = driver.main(["--config", str(path), "--results-dir", str(tmp_path / "results"), "--generator-dir", str(llmperf),
                                 "--run-id", "run-1", "--wait-timeout-seconds", "5"])
             timer.join()
     finally:
         signal.signal(signal.SIGTERM, previous)
     run = json.loads((tmp_path / "results" / "run-1" / "run.json").read_text())
     assert code == 1 and run["status"] == "failed" and run["reason"].startswith("Terminated: received signal 15")
-    assert run["cases"] == [] and (llmperf / driver.PROMPT_FILE).read_text() == (STANDIN / driver.PROMPT_FILE).read_text()
+    assert run["cases"] == [] and (llmperf / llmperf_module.PROMPT_FILE).read_text() == (STANDIN / llmperf_module.PROMPT_FILE).read_text()
     assert sys.executable  # the stand-in ran under this interpreter and was stopped with the driver
 
 
@@ -438,15 +442,15 @@ def test_the_command_line_documents_itself(capsys):
     # The module docstring, line for line (reflowed, its numbered steps would run together).
     assert driver.__doc__.strip() in help_text and "\n1. run.json (status \"running\") is written" in help_text
     flags = " ".join(help_text.split())
-    for text in ("--config CONFIG", "--results-dir RESULTS_DIR", "--llmperf-dir LLMPERF_DIR", "--run-id RUN_ID",
+    for text in ("--config CONFIG", "--results-dir RESULTS_DIR", "--generator-dir GENERATOR_DIR", "--run-id RUN_ID",
                  "--namespace NAMESPACE CloudWatch namespace to publish to", "--bucket BUCKET S3 bucket to upload the run to",
                  "--prefix PREFIX", "--wait-timeout-seconds WAIT_TIMEOUT_SECONDS"):
         assert text in flags, text
 
 
-@pytest.mark.parametrize("missing", ["--config", "--results-dir", "--llmperf-dir"])
+@pytest.mark.parametrize("missing", ["--config", "--results-dir", "--generator-dir"])
 def test_config_results_and_llmperf_folders_are_required(missing, capsys):
-    argv = {"--config": "run-config.json", "--results-dir": "/results", "--llmperf-dir": "/opt/llmperf"}
+    argv = {"--config": "run-config.json", "--results-dir": "/results", "--generator-dir": "/opt/llmperf"}
     argv.pop(missing)
     with pytest.raises(SystemExit) as exit:
         driver.main([part for pair in argv.items() for part in pair])
@@ -477,7 +481,7 @@ def entry_point(tmp_path, monkeypatch):
     path.write_text(json.dumps(config()))
     previous = signal.getsignal(signal.SIGTERM)
     try:
-        yield seen, ["--config", str(path), "--results-dir", str(tmp_path / "results"), "--llmperf-dir", str(tmp_path / "llmperf")]
+        yield seen, ["--config", str(path), "--results-dir", str(tmp_path / "results"), "--generator-dir", str(tmp_path / "llmperf")]
     finally:
         signal.signal(signal.SIGTERM, previous)
 
@@ -530,20 +534,20 @@ def test_llmperfs_command_environment_and_deadline():
     shape = {**SHAPE, "concurrency": 4, "requestsPerTestCase": 21, "requestTimeoutSeconds": 300,
              "samplingParams": {"temperature": 0, "top_p": 1}}
     variant = config()["variants"][1]
-    assert driver.llmperf_command("/usr/bin/python3", variant, shape, Path("/results/run-1/sd/counting")) == [
+    assert llmperf_module.llmperf_command("/usr/bin/python3", variant, shape, Path("/results/run-1/sd/counting")) == [
         "/usr/bin/python3", "token_benchmark_ray.py", "--model", "Qwen/Qwen3-32B",
         "--mean-input-tokens", "64", "--stddev-input-tokens", "0", "--mean-output-tokens", "24", "--stddev-output-tokens", "0",
         "--max-num-completed-requests", "21", "--num-concurrent-requests", "4",
         "--timeout", "1800",  # ceil(21 / 4) = 6 rounds of one request timeout each
         "--results-dir", "/results/run-1/sd/counting", "--llm-api", "openai",
         "--additional-sampling-params", '{"temperature": 0, "top_p": 1}']
-    assert driver.llmperf_deadline_s(shape) == 300 * 7 + 600
-    assert driver.llmperf_deadline_s({**shape, "requestsPerTestCase": 20}) == 300 * 6 + 600
-    assert driver.llmperf_environment("http://127.0.0.1:4711/v1", Path("/opt/llmperf")) == {
+    assert llmperf_module.llmperf_deadline_s(shape) == 300 * 7 + 600
+    assert llmperf_module.llmperf_deadline_s({**shape, "requestsPerTestCase": 20}) == 300 * 6 + 600
+    assert llmperf_module.llmperf_environment("http://127.0.0.1:4711/v1", Path("/opt/llmperf")) == {
         "OPENAI_API_BASE": "http://127.0.0.1:4711/v1", "OPENAI_API_KEY": "not-used", "PYTHONPATH": "/opt/llmperf/src",
         "RAY_USAGE_STATS_ENABLED": "0"}
     # The pod's dependencies stay importable behind LLMPerf's src/.
-    assert driver.llmperf_environment("http://x", Path("/opt/work/llmperf"), "/opt/deps:/opt/benchmark")["PYTHONPATH"] == \
+    assert llmperf_module.llmperf_environment("http://x", Path("/opt/work/llmperf"), "/opt/deps:/opt/benchmark")["PYTHONPATH"] == \
         "/opt/work/llmperf/src:/opt/deps:/opt/benchmark"
 
 
@@ -575,9 +579,9 @@ def test_one_case_is_run_recorded_uploaded_published_and_reported(tmp_path, llmp
     placement = {"pod": "vllm-sd-0", "node": "n1", "neuronDevices": ["0", "1"]}
     inner = one_request_runner(calls)
 
-    def runner(argv, env, cwd, out_dir, deadline_s):
-        inner(argv, env, cwd, out_dir, deadline_s)
-        (out_dir / driver.STDERR_FILE).write_bytes(
+    def runner(invocation, stdout_file, stderr_file):
+        inner(invocation, stdout_file, stderr_file)
+        stderr_file.write_bytes(
             b"Exception in thread Thread-3 (launch_request):\nZeroDivisionError: division by zero\n\xff\xfe\n"
             b"Exception in thread Thread-4 (launch_request):\n")
         return 0
@@ -585,9 +589,9 @@ def test_one_case_is_run_recorded_uploaded_published_and_reported(tmp_path, llmp
     proxies = []
 
     class Proxy(driver.MeasuringProxy):
-        def __init__(self, upstream, records, timeout_s):
-            proxies.append((upstream, records, timeout_s))
-            super().__init__(upstream, records, timeout_s)
+        def __init__(self, upstream, records, timeout_s, fills):
+            proxies.append((upstream, records, timeout_s, fills))
+            super().__init__(upstream, records, timeout_s, fills)
 
     monkeypatch.setattr(driver, "MeasuringProxy", Proxy)
     stdout = capture_stdout(monkeypatch)
@@ -597,17 +601,18 @@ def test_one_case_is_run_recorded_uploaded_published_and_reported(tmp_path, llmp
         hooks = quiet_hooks(runner=runner, python="python3", locate=lambda v: placement, telemetry=lambda *a: {},
                             scrape=lambda endpoint: f"vllm:spec_decode_num_drafts_total {len(calls) * 5 + 10}\n",
                             upload=lambda path: uploads.append(path.relative_to(results).as_posix()), publish=published.append)
-        summary = driver.run_case(config(shape={**SHAPE, "requestsPerTestCase": 3}), variant, "counting", results, "run-1",
+        summary = driver.run_case(config(shape={**SHAPE, "requestsPerTestCase": 3}), variant, "counting", LEVEL, results, "run-1",
                                   llmperf, hooks, executor)
     out = results / "run-1" / "sd" / "counting"
-    assert proxies == [(server.url, out / "requests.jsonl", 600)]  # the proxy gives up on a request when LLMPerf would
+    assert proxies == [(server.url, out / "requests.jsonl", 600, {})]  # the proxy gives up on a request when LLMPerf would
     argv, env, _, deadline = calls[0]
-    assert argv == driver.llmperf_command("python3", variant, {**SHAPE, "requestsPerTestCase": 3}, out)
+    assert argv == llmperf_module.llmperf_command("python3", variant, {**SHAPE, "requestsPerTestCase": 3}, out)
     assert env["PYTHONPATH"] == str(llmperf / "src") and deadline == 600 * 2 + 600
     case = json.loads((out / "case.json").read_text())
     started, finished = case["startedAt"], case["finishedAt"]
     assert isinstance(started, float) and started <= finished <= time.time()
-    expected = {"testCase": "counting", "variant": "sd", "asked": 3, "concurrency": 4, "exitCode": 0,
+    expected = {"testCase": "counting", "variant": "sd", "asked": 3, "concurrency": 4, "load": {"concurrency": 4},
+                "generator": "llmperf", "exitCode": 0,
                 "llmperfError": "ZeroDivisionError: division by zero", "threadDeaths": 2, "startedAt": started,
                 "finishedAt": finished, "placement": placement}
     assert (out / "case.json").read_text() == json.dumps(expected, indent=2, sort_keys=True) + "\n"
@@ -634,14 +639,14 @@ def run_one_case(tmp_path, llmperf, runner, **changes):
     """run_case against an endpoint nobody serves: LLMPerf (the runner) sends nothing."""
     executor = InlineExecutor()
     hooks = quiet_hooks(runner=runner, **changes)
-    summary = driver.run_case(config(shape={**SHAPE, "requestsPerTestCase": 0}), config()["variants"][1], "counting",
+    summary = driver.run_case(config(shape={**SHAPE, "requestsPerTestCase": 0}), config()["variants"][1], "counting", LEVEL,
                               tmp_path / "results", "run-1", llmperf, hooks, executor)
     return summary, tmp_path / "results" / "run-1" / "sd" / "counting", executor
 
 
 def test_a_case_whose_llmperf_failed_says_so_and_is_not_short(tmp_path, llmperf, monkeypatch):
-    def runner(argv, env, cwd, out_dir, deadline_s):
-        (out_dir / driver.STDERR_FILE).write_text("Traceback (most recent call last):\nKeyError: 'error_code'\n")
+    def runner(invocation, stdout_file, stderr_file):
+        stderr_file.write_text("Traceback (most recent call last):\nKeyError: 'error_code'\n")
         return 1
 
     def publish(data):
@@ -734,8 +739,8 @@ def test_run_json_from_its_first_upload_to_its_last(tmp_path, llmperf, monkeypat
     (results / "run-1" / "sd" / "counting").mkdir(parents=True)
     cfg = {**config(shape={**SHAPE, "requestsPerTestCase": 0}), "testCases": {"counting": "count from 1 to X\n\n", "sonnets": None}}
 
-    def runner(argv, env, cwd, out_dir, deadline_s):
-        prompts.append((cwd / driver.PROMPT_FILE).read_text())
+    def runner(invocation, stdout_file, stderr_file):
+        prompts.append((invocation.cwd / llmperf_module.PROMPT_FILE).read_text())
         return 0
 
     hooks = quiet_hooks(runner=runner, upload=lambda path: saved.append(json.loads(path.read_text())) if path.name == "run.json" else None)
@@ -743,7 +748,8 @@ def test_run_json_from_its_first_upload_to_its_last(tmp_path, llmperf, monkeypat
     assert saved[0] == {"runId": "run-1", "status": "running", "reason": None, "startedAt": "2026-11-22T08:50:07Z",
                         "finishedAt": None, "cases": [], "stack": "qwen3-32b-qwen3-1.7b", "shape": cfg["shape"],
                         "testCases": cfg["testCases"], "variants": cfg["variants"], "seed": "003",
-                        "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f", "dimensions": cfg["dimensions"]}
+                        "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f", "dimensions": cfg["dimensions"],
+                        "loadGenerator": "llmperf", "loads": [{"concurrency": 4}]}
     assert [len(s["cases"]) for s in saved] == [0, 1, 2, 3, 4, 4]
     # Where the run is, after each case: i of N, the time it has run, the ETA at its pace.
     assert [(s.get("progress") or {}).get("done") for s in saved] == [None, 1, 2, 3, 4, 4]
@@ -753,7 +759,7 @@ def test_run_json_from_its_first_upload_to_its_last(tmp_path, llmperf, monkeypat
     assert [(c["testCase"], c["variant"]) for c in run["cases"]] == [
         ("counting", "base"), ("counting", "sd"), ("sonnets", "base"), ("sonnets", "sd")]
     assert prompts == ["count from 1 to X\n" * 400] * 2 + ["Shall I compare thee\n"] * 2  # only newlines are stripped
-    assert (llmperf / driver.PROMPT_FILE).read_text() == "Shall I compare thee\n"
+    assert (llmperf / llmperf_module.PROMPT_FILE).read_text() == "Shall I compare thee\n"
     assert (results / "run-1" / "run.json").read_text() == json.dumps(run, indent=2, sort_keys=True) + "\n"
 
 
@@ -817,8 +823,8 @@ def test_a_stopped_run_does_not_wait_for_telemetry_and_drops_what_has_not_starte
 
     cases = []
 
-    def runner(argv, env, cwd, out_dir, deadline_s):
-        cases.append(out_dir)
+    def runner(invocation, stdout_file, stderr_file):
+        cases.append(stderr_file.parent)
         if len(cases) == 3:
             for _ in range(100):  # the first case's telemetry read has begun (it blocks on the gate)
                 if started:
@@ -902,16 +908,17 @@ def test_llmperf_runs_in_its_own_session_with_the_pods_environment_and_its_outpu
     script = ("import os, sys; print(os.environ['POD_NAME'], os.environ['OPENAI_API_BASE'], os.getcwd(), "
               "os.getsid(0) == os.getpid()); print('KeyError: 1', file=sys.stderr); sys.exit(3)")
     (tmp_path / "out").mkdir()
-    code = driver.subprocess_runner([sys.executable, "-c", script], {"OPENAI_API_BASE": "http://127.0.0.1:1/v1"}, tmp_path,
-                                    tmp_path / "out", deadline_s=30)
+    stdout_file, stderr_file = tmp_path / "out" / "llmperf.stdout.txt", tmp_path / "out" / "llmperf.stderr.txt"
+    code = driver.subprocess_runner(driver.Invocation([sys.executable, "-c", script], {"OPENAI_API_BASE": "http://127.0.0.1:1/v1"},
+                                                      tmp_path, 30), stdout_file, stderr_file)
     assert code == 3
-    assert (tmp_path / "out" / driver.STDOUT_FILE).read_text() == f"sd-bench-7q2x http://127.0.0.1:1/v1 {tmp_path} True\n"
-    assert (tmp_path / "out" / driver.STDERR_FILE).read_text() == "KeyError: 1\n"
+    assert stdout_file.read_text() == f"sd-bench-7q2x http://127.0.0.1:1/v1 {tmp_path} True\n"
+    assert stderr_file.read_text() == "KeyError: 1\n"
 
 
 def test_an_indented_error_line_is_reported_without_its_whitespace():
-    assert driver.last_error_line("Traceback:\n    raise ValueError('x')\n  ValueError: bad prompt  \r\n") == "ValueError: bad prompt"
-    assert driver.thread_deaths("Exception in thread Thread-1:\nException in thread Thread-2:\n") == 2
+    assert llmperf_module.last_error_line("Traceback:\n    raise ValueError('x')\n  ValueError: bad prompt  \r\n") == "ValueError: bad prompt"
+    assert llmperf_module.thread_deaths("Exception in thread Thread-1:\nException in thread Thread-2:\n") == 2
 
 
 # --- a long run ---------------------------------------------------------------------------------
@@ -927,8 +934,8 @@ def test_a_server_that_restarts_mid_run_is_waited_for_before_its_next_case(tmp_p
         events.append(("health", url.split("//")[1].split(":")[0], answer))
         return answer
 
-    def runner(argv, env, cwd, out_dir, deadline_s):
-        events.append(("run", out_dir.parent.name, out_dir.name))
+    def runner(invocation, stdout_file, stderr_file):
+        events.append(("run", stderr_file.parent.parent.name, stderr_file.parent.name))
         return 0
 
     run = driver.run_benchmark(config(), tmp_path / "results", "run-1", llmperf,

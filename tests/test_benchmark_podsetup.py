@@ -623,7 +623,10 @@ def test_every_option_is_required_and_the_help_shows_the_usage_as_written(capsys
         podsetup.main([])
     assert exited.value.code == 2
     assert capsys.readouterr().err.splitlines()[-1].endswith(
-        "error: the following arguments are required: --commit, --dest, --hf-home, --bucket, --cache-prefix")
+        "error: the following arguments are required: --dest, --hf-home, --bucket, --cache-prefix")
+    with pytest.raises(SystemExit) as exited:
+        podsetup.main(["--dest", "d", "--hf-home", "h", "--bucket", "b", "--cache-prefix", "c"])
+    assert capsys.readouterr().err.splitlines()[-1].endswith("error: one of the arguments --commit --link-installed is required")
     with pytest.raises(SystemExit) as exited:
         podsetup.main(["--help"])
     assert exited.value.code == 0

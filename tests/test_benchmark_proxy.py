@@ -191,7 +191,7 @@ def test_the_records_file_gets_one_sorted_json_line_per_request_and_upstream_con
     import io
     import urllib.parse
     records = io.BytesIO()
-    server = _Server(urllib.parse.urlsplit("https://vllm-sd:8443/v1"), records, 7.5)
+    server = _Server(urllib.parse.urlsplit("https://vllm-sd:8443/v1"), records, 7.5, {})
     try:
         assert server.server_address[0] == "127.0.0.1" and server.server_address[1] > 0
         server.write({"b": 1, "a": None})

@@ -1,13 +1,13 @@
-"""benchmark.analysis / report / seedcompare: statistics, sources, failures, acceptance, the
+"""reporting.analysis / report / seedcompare: statistics, sources, failures, acceptance, the
 lossless check, cost, telemetry, and the seeds' published figures beside the measured ones."""
 import json
 import sys
 
 import pytest
 
-from benchmark import acceptance, analysis
+from benchmark import acceptance
 from benchmark.results import RequestResult, percentile
-from reporting import report
+from reporting import analysis, report
 from reporting.seeds import SEEDS
 
 from .results_files import SHAPE, VARIANTS, record, write_case, write_run
@@ -263,7 +263,7 @@ def test_every_variant_is_compared_with_the_baseline_it_names(tmp_path):
 
 
 def figures(ttft: tuple, tpot: tuple, e2e: tuple, tps: tuple, **changes) -> dict:
-    """One variant's figures as benchmark/analysis.py's case_figures returns them; every number distinct."""
+    """One variant's figures as reporting/analysis.py's case_figures returns them; every number distinct."""
     quantiles = ("p50", "p90", "p99")
     result = {"asked": 10, "sent": 10, "completed": 10, "failed": 0, "short": False, "token_source": "server usage",
               "ttft_s": dict(zip(quantiles, ttft)), "tpot_s": dict(zip(quantiles, tpot)),

@@ -169,7 +169,8 @@ def test_compare_puts_each_published_figure_beside_the_measured_and_llmperfs(tmp
     assert result == {
         "seed": "002", "title": seed.title, "document": "the choral-spec README, 'Distributed and Fused Speculative Decoding on AWS Trainium' (github.com/yfzzzyyls/choral-spec)", "statistic": "one example run",
         "notes": list(seed.notes), "shape": seedcompare._shape(seed, run), "shapeCite": "'Start the Fused Speculative Server' and the client command",
-        "missing": [],
+        # Its distributed figure describes a variant of engine distributed, which this run has not.
+        "missing": ["request_output_throughput_token_per_s (sd, distributed): no distributed variant in this run"],
         "figures": [
             {"testCase": "sonnets", "variant": "sd", "role": "sd", "metric": "request_output_throughput_token_per_s",
              "statistic": "value", "published": 19.36, "measured": pytest.approx(401 / 8.2),
@@ -178,6 +179,21 @@ def test_compare_puts_each_published_figure_beside_the_measured_and_llmperfs(tmp
             {"testCase": "sonnets", "variant": "sd", "role": "sd", "metric": "acceptance_rate", "statistic": "value",
              "published": 0.7107, "measured": 0.625, "measuredAs": "accepted / draft tokens (/metrics, else implied)",
              "llmperf": None, "cite": "'Fused Architecture' example output: acceptance rate", "derived": None}]}
+
+
+def test_a_figure_naming_an_engine_goes_beside_the_first_variant_of_that_engine(tmp_path):
+    """Seed 002 published a fused and a distributed figure, both of role sd: the distributed one goes
+    beside the run's distributed variant, the fused ones beside the first sd variant."""
+    fused, distributed = {**VARIANTS[1], "engine": "nxdi-legacy"}, {**VARIANTS[1], "name": "dist", "engine": "distributed"}
+    figures = {"sd": FIGURES, "dist": FIGURES, "base": {}}
+    for variant in ("sd", "dist"):
+        write_case(tmp_path, "r1", variant, "sonnets", RECORDS)
+    run = {**run_of({"sonnets": None}, variants=[VARIANTS[0], fused, distributed]), "cases": {"sonnets": figures}}
+    result = seedcompare.compare(tmp_path, "r1", run)
+    assert result["missing"] == []
+    assert [(r["variant"], r["metric"], r["published"]) for r in result["figures"]] == [
+        ("sd", "request_output_throughput_token_per_s", 19.36), ("sd", "acceptance_rate", 0.7107),
+        ("dist", "request_output_throughput_token_per_s", 34.15)]
 
 
 def test_compare_names_the_figures_the_run_has_no_test_case_or_variant_for(tmp_path):

@@ -10,9 +10,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from benchmark import analysis, driver
+from benchmark import driver
 from benchmark.acceptance import implied_acceptance
 from benchmark.results import load_case, percentile
+from reporting import analysis
 
 from .fake_vllm import FakeVllm, Speculation
 

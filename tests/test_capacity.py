@@ -266,6 +266,32 @@ def test_every_server_fits_its_share_of_the_instance_store_and_every_preparation
         assert f"--scratch-bytes {model.scratch_bytes} --parallel {PREPARATION_STREAMS}" in command
 
 
+# (attention heads, KV heads, TP degree) -> the attention and KV heads of each layer in the sharded
+# checkpoint (NxD Inference gqa.py get_shardable_head_counts); all but the first two are synthetic.
+@pytest.mark.parametrize("attention_heads, kv_heads, tp, attention, kv", [
+    (128, 8, 64, 128, 64),  # GQA, TP a multiple of the KV heads: replicated to the TP degree (405B at TP 64)
+    (16, 8, 32, 32, 32),    # the same, and 16 attention heads zero-padded to 32 (a Qwen3 draft at TP 32)
+    (64, 16, 8, 64, 16),    # GQA, KV heads a multiple of TP: as they are
+    (40, 40, 32, 64, 64),   # MHA: the KV heads padded with the attention heads
+    (40, 10, 32, 64, 64),   # GQA, TP not a multiple of 10: one KV head per attention head, padded (CONVERT_TO_MHA)
+    (48, 12, 8, 48, 48),    # GQA, more KV heads than TP but not a multiple of it: CONVERT_TO_MHA, no padding
+    (8, 8, 32, 32, 32),     # MHA with fewer heads than ranks: padded to one per rank
+])
+def test_the_sharded_checkpoint_counts_replicated_and_zero_padded_heads(attention_heads, kv_heads, tp, attention, kv):
+    from stackconfig.catalog import Architecture, Checkpoint, ModelInfo
+    from stackconfig.server import sharded_checkpoint_bytes
+    from stackconfig.store import PreparedModel
+
+    arch = Architecture(hidden_size=5120, layers=3, intermediate_size=1, attention_heads=attention_heads, kv_heads=kv_heads,
+                        vocab_size=1, head_dim=128)
+    model = PreparedModel("example/synthetic", "0" * 40, "hub", ModelInfo("llama3", False, 1.0, checkpoint=Checkpoint(10**9, "computed"),
+                                                                             architecture=arch))
+    # Per layer, a q and an o weight per added attention head and a k and a v weight per added KV
+    # head, each hidden x head_dim, in BF16.
+    added = (attention - attention_heads) + (kv - kv_heads)
+    assert sharded_checkpoint_bytes(model, tp) == 10**9 + 3 * 2 * 5120 * 128 * added * 2
+
+
 def test_seed_004s_three_405b_servers_hold_the_real_checkpoints_with_replicated_kv_heads():
     """FP8 405B keeps attention, embeddings, the head and two MLPs in BF16: ~454 GiB, not 1 byte per
     parameter (~377 GiB). At TP 64 NxD Inference replicates the 8 KV heads 8 times in the sharded

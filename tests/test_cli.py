@@ -2,6 +2,7 @@
 codes, no traceback for a closed pipe or a bad name, and make variables that never reach a shell."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -88,3 +89,5 @@ def test_make_help_lists_the_targets_and_the_stacks():
     make = shutil.which("make", path="/usr/local/bin:/usr/bin:/bin")
     done = subprocess.run([make, "--no-print-directory"], cwd=PROJECT_DIR, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "make plan STACK=<s>" in done.stdout and STACK in done.stdout
+    phony = re.search(r"^\.PHONY:(.*)$", (PROJECT_DIR / "Makefile").read_text(), flags=re.M).group(1).split()
+    assert [target for target in phony if f"make {target}" not in done.stdout and target != "help"] == []

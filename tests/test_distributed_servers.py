@@ -10,9 +10,11 @@ import http.client
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from benchmark.acceptance import parse_counters
 from benchmark.proxy import MeasuringProxy, read_records
 from distributed import draft_server
 from distributed.backend import UnknownSession, VerifyError
-from distributed.config import ConfigError, draft_settings
+from distributed.config import ConfigError, draft_settings, target_settings
 from distributed.cpu import CpuTarget, load
 from distributed.sampling import Sampling
 from distributed.target_client import RemoteTarget
@@ -222,6 +224,26 @@ def test_the_draft_refuses_to_start_against_a_target_it_cannot_pair_with(servers
     assert refused.value.code == 2
     stderr = capsys.readouterr().err
     assert "--gamma: 5" in stderr and "--model: the draft's tokenizer" in stderr
+
+
+def test_the_target_answers_health_over_http_once_it_serves(models):
+    """The pod's probes, serve.sh and the publisher ask a server's /health over HTTP
+    (components/pairing/distributed_variant.py): the target answers it on --health-port."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        health = probe.getsockname()[1]
+    target = Process("distributed.target_server", "--model", str(models["target"]), "--port", "0", "--health-port", str(health))
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{health}/health", timeout=10) as response:
+            assert response.status == 200
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{health}/v1/models", timeout=10)
+        assert missing.value.code == 404
+    finally:
+        target.stop()
+    with pytest.raises(ConfigError) as refused:
+        target_settings(["--model", str(models["target"]), "--port", "7000", "--health-port", "7000"])
+    assert sorted(refused.value.errors) == ["--health-port"]
 
 
 def test_bad_settings_are_refused_naming_every_key(models):

@@ -52,8 +52,19 @@ def test_no_code_outside_the_engine_modules_tests_which_engine_it_has():
     assert len(files) > 50 and found == {}
 
 
+@pytest.fixture
+def registry_order():
+    """The registry as it was, in its order, after a test took an engine out: monkeypatch puts a
+    deleted key back at the end, and messages list the engines in the registry's order."""
+    saved = dict(ENGINES)
+    yield
+    ENGINES.clear()
+    ENGINES.update(saved)
+
+
 @pytest.mark.parametrize(("engine", "stack"), [("vllm-neuron", "llama3.1-8b-instruct-eagle3"), ("nxdi-legacy", "qwen3-32b-qwen3-1.7b")])
-def test_a_stack_whose_engine_is_taken_out_of_the_registry_is_refused_at_plan(monkeypatch, capsys, tmp_path, engine, stack):
+def test_a_stack_whose_engine_is_taken_out_of_the_registry_is_refused_at_plan(monkeypatch, registry_order, capsys, tmp_path, engine,
+                                                                              stack):
     """The first names its engine (serving.engine); the second runs the default engine, unnamed."""
     monkeypatch.delitem(ENGINES, engine)
     assert cli.main(["plan", "--stack", stack, "--out", str(tmp_path)]) == 2
@@ -61,10 +72,10 @@ def test_a_stack_whose_engine_is_taken_out_of_the_registry_is_refused_at_plan(mo
     assert "serving.engine" in err and repr(engine) in err and "Traceback" not in err, err
 
 
-def test_taking_one_engine_out_leaves_the_other_ones_stacks_valid(monkeypatch):
+def test_taking_one_engine_out_leaves_the_other_ones_stacks_valid(monkeypatch, registry_order):
     monkeypatch.delitem(ENGINES, "vllm-neuron")
     assert {v.engine for v in parse(SMALL).variants} == {"nxdi-legacy"}
-    assert ("serving.engine", "'vllm-neuron' is not one of nxdi-legacy") in problem_list(PLUGIN)
+    assert ("serving.engine", "'vllm-neuron' is not one of nxdi-legacy, distributed") in problem_list(PLUGIN)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -127,10 +138,10 @@ def test_a_third_engine_refuses_by_its_own_rules(dummy):
     (key, message), = problem_list(edited(base, "serving.neuronConfig", {"dummy_knob": 6}))
     assert key == "serving.neuronConfig.dummy_knob" and "ValueError: dummy_knob above 5" in message and DUMMY_SOURCE.repository in message
     (key, message), = problem_list(edited(SMALL, "serving.engine", dummy))
-    assert key == "variants[1].draft" and "'draft_model' on nxdi-legacy only, not on dummy-engine" in message
+    assert key == "variants[1].draft" and "'draft_model' on nxdi-legacy or distributed only, not on dummy-engine" in message
 
 
 def test_the_registry_is_the_engines_modules():
-    assert set(ENGINES) == {"nxdi-legacy", "vllm-neuron"} and engines.DEFAULT_ENGINE in ENGINES
+    assert set(ENGINES) == {"nxdi-legacy", "vllm-neuron", "distributed"} and engines.DEFAULT_ENGINE in ENGINES
     for name, engine in ENGINES.items():
         assert engine.name == name and engines.neuron_config_fields(name) and engine.program_keys

@@ -37,11 +37,15 @@ EAGLE3 = "llama3.1-8b-instruct-eagle3"
 
 
 def served(stack: str):
-    """(variant, vllm serve arguments) of every server the plan renders for a stack."""
+    """(variant, vllm serve arguments) of every vLLM server the plan renders for a stack (a
+    distributed variant's pods run distributed/'s servers, whose NxD Inference calls are listed in
+    distributed/data/nxdi-0.6.10598-calls.json: tests/test_distributed_neuron.py)."""
     spec = load_stack(stack).spec()
     for deployment in recorded(stack).of_type("kubernetes:apps/v1:Deployment"):
         (container,) = deployment.inputs["spec"]["template"]["spec"]["containers"]
-        yield spec.variant(deployment.inputs["metadata"]["labels"]["sd-trn2/variant"]), container["args"]
+        variant = spec.variant(deployment.inputs["metadata"]["labels"]["sd-trn2/variant"])
+        if len(variant.servers) == 1:
+            yield variant, container["args"]
 
 
 @pytest.mark.parametrize("stack", STANDALONE)

@@ -26,11 +26,14 @@ EAGLE3_STACK, QWEN = "llama3.1-8b-instruct-eagle3", "qwen3-32b-qwen3-1.7b"
 
 
 def servers(stack: str):
-    """(variant, container) of every vLLM server of a stack."""
+    """(variant, container) of every vLLM server of a stack (a distributed variant's pods run
+    distributed/'s servers: tests/test_distributed_stack.py parses their arguments with their own settings)."""
     spec = load_stack(stack).spec()
     for deployment in recorded(stack).of_type("kubernetes:apps/v1:Deployment"):
         (container,) = deployment.inputs["spec"]["template"]["spec"]["containers"]
-        yield spec.variant(deployment.inputs["metadata"]["labels"]["sd-trn2/variant"]), container
+        variant = spec.variant(deployment.inputs["metadata"]["labels"]["sd-trn2/variant"])
+        if engines.ENGINES[variant.engine].program == "vllm":
+            yield variant, container
 
 
 def test_the_derived_lists_name_their_sources():

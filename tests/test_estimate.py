@@ -3,6 +3,7 @@ variant's time per output token (a previous run's, else published for its config
 its baseline's or assumed, labelled so), the starts (copy, load from checkpoint bytes, compile's
 upper bound), the load generator's start per case and the paired design's baseline, each a term
 the plan states with its source."""
+import dataclasses
 import json
 
 import pytest
@@ -10,7 +11,6 @@ import pytest
 from offline import plan
 from offline.stacks import load_stack
 from stackconfig.catalog import MODELS
-from stackconfig.model import BenchmarkSettings
 from stackconfig.timeline import (
     FALLBACK_TOKEN,
     LOAD_GENERATOR_START,
@@ -88,11 +88,12 @@ def test_the_baseline_measured_beside_every_configuration_is_a_term_of_its_own()
     assert mode(big, "parallel").baseline_beside_hours > 0
 
 
-def test_load_levels_multiply_the_measured_cases_and_nothing_else(monkeypatch):
+def test_load_levels_multiply_the_measured_cases_and_nothing_else():
     spec = load_stack("qwen3-32b-study").spec()
     one = mode(spec, "sequential")
-    monkeypatch.setattr(BenchmarkSettings, "load_levels", property(lambda self: 2))
-    two = mode(spec, "sequential")
+    level = spec.benchmark.loads[0]
+    two_levels = dataclasses.replace(spec, benchmark=dataclasses.replace(spec.benchmark, loads=(level, level)))
+    two = mode(two_levels, "sequential")
     measured_one = one.repeat_hours - (two.repeat_hours - one.repeat_hours)  # the starts, which do not double
     assert two.load_generator_hours == pytest.approx(2 * one.load_generator_hours)
     assert two.baseline_beside_hours == pytest.approx(2 * one.baseline_beside_hours)

@@ -87,10 +87,16 @@ def test_every_server_has_a_restricted_publisher_under_an_identity_that_cannot_d
     spec, recording = load_stack(stack).spec(), recorded(stack)
     for deployment in recording.of_type("kubernetes:apps/v1:Deployment"):
         variant = spec.variant(deployment.inputs["metadata"]["labels"]["sd-trn2/variant"])
+        part = deployment.inputs["metadata"]["labels"].get("sd-trn2/server")
+        server = next(s for s in variant.servers if s.part == (part or ""))
         pod = deployment.inputs["spec"]["template"]["spec"]
-        (publisher,) = pod["initContainers"]
+        # The publisher first; a distributed server's lock installer after it (restricted too).
+        publisher, *others = pod["initContainers"]
+        assert [c["name"] for c in others] == (["install"] if part else [])
+        assert all(c["securityContext"] == RESTRICTED for c in others)
         assert publisher["restartPolicy"] == "Always" and publisher["securityContext"] == RESTRICTED
-        assert f"--artifact {variant.artifact_path}" in publisher["command"][2]
+        # Each server publishes its own compiled set (a distributed variant's: <path>/target, <path>/draft).
+        assert f"--artifact {variant.server_artifact_path(server)} " in publisher["command"][2]
         (cache,) = [m for m in publisher["volumeMounts"] if m["name"] == "node-cache"]
         assert cache["readOnly"] is True
         assert pod["serviceAccountName"] == "vllm" and pod["automountServiceAccountToken"] is False

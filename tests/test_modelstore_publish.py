@@ -15,8 +15,7 @@ import pytest
 
 from modelstore import objects, publish
 from tests.local_server import LocalServer
-
-BUCKET, ARTIFACT = "models", "compiled/qwen-qwen3-32b/bs4-len1024-tp32-0123456789"
+from tests.modelstore_helpers import ARTIFACT, BUCKET, compiled
 
 
 class Client:
@@ -39,16 +38,6 @@ class Client:
 @pytest.fixture
 def s3(models_bucket):
     return models_bucket
-
-
-def compiled(tmp_path: Path, name: str, content: str) -> Path:
-    """A compile directory as serve.sh leaves it after a local compile that answered /health."""
-    directory = tmp_path / name
-    (directory / "graphs").mkdir(parents=True)
-    (directory / "graphs" / "model.neff").write_text(content)
-    (directory / "neuron_config.json").write_text("{}")
-    (directory / publish.LOCAL_COMPLETE).touch()
-    return directory
 
 
 def body(s3, key: str) -> bytes:

@@ -194,7 +194,8 @@ def test_egress_to_a_server_is_admitted_at_its_cluster_ip(fenced):
                         assert any(p.get("targetPort") == port["port"] and p.get("protocol", "TCP") == port["protocol"]
                                    for p in service["spec"]["ports"]), (policy["name"], service["metadata"]["name"])
                         checked += 1
-    assert checked == len(pods["vllm"])  # one Service per server
+    flows = [p for p in policies if p["name"].endswith("-draft-to-target-egress")]
+    assert checked == len(pods["vllm"]) + len(flows)  # one Service per server, and each draft's egress to its target
 
 
 def test_the_evaluator_can_fail():

@@ -33,6 +33,21 @@ def test_plan_writes_resources_and_is_deterministic(tmp_path, capsys):
         assert manifest.read_bytes() == (tmp_path / "b" / stack / "manifests" / manifest.name).read_bytes()
 
 
+def test_each_program_run_in_one_process_parents_to_its_own_stack():
+    """plan-all (and the suite's recordings) run every stack in one process: a resource without a
+    parent belongs to the stack being run, not to the first one this process ran."""
+    import pulumi
+
+    from offline.engine import run_program
+
+    def program():
+        pulumi.ComponentResource("test:index:Thing", "thing")
+
+    for stack in ("first", "second"):
+        (thing,) = run_program("proj", stack, {"aws:region": "us-east-2"}, [], program).resources
+        assert thing.parent == f"urn:pulumi:{stack}::proj::pulumi:pulumi:Stack::proj-{stack}"
+
+
 def test_secrets_never_reach_the_plan(tmp_path, capsys):
     stack = "llama3.1-8b-llama3.2-1b"
     assert run_plan(tmp_path, stack) == 0

@@ -59,7 +59,7 @@ def test_the_configuration_table_documents_every_key_the_parser_accepts():
 
 
 def test_the_cold_path_table_is_the_programs_estimate():
-    """The README's cold-path figures are stackconfig/timeline.py's, for every pairing stack."""
+    """docs/models.md's cold-path figures are stackconfig/timeline.py's, for every pairing stack."""
     from offline.stacks import load_stack
     from stackconfig import StackSpec
     from stackconfig.source import stack_names

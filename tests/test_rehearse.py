@@ -66,6 +66,7 @@ def test_an_unknown_fault_exits_2_naming_the_faults(run_cli):
     ("llama3.1-8b-instruct-eagle3", "speculates with eagle3: the rehearsal builds draft models only"),
     ("llama3.1-405b-llama3.2-1b", "is prepared as neuron-fp8"),
     ("qwen3-32b-study", "a tuning study's tuner scales the servers through the in-cluster Kubernetes API"),
+    ("llama3.1-8b-distributed", "variant distributed runs 2 servers (distributed): the rehearsal stands in for vLLM servers only"),
 ])
 def test_a_stack_it_cannot_stand_in_for_is_refused_with_the_reason(stack, reason, run_cli):
     assert any(reason in p for p in stand_in_problems(load_stack(stack).spec()))

@@ -78,6 +78,7 @@ def run_script(tmp_path: Path, store: Path, cache: Path, bin_dir: Path | None = 
         "HEALTH_POLL_SECONDS": str(health_poll_seconds),
         "POLL_SECONDS": "0.1",
         "CALL_LOG": str(tmp_path / "calls.log"),
+        "SERVER_PROGRAM": "vllm",
     }
     if draft:
         env |= {"DRAFT_WEIGHTS_STORE": str(store / DRAFT), "DRAFT_WEIGHTS_DIR": str(cache / DRAFT)}

@@ -1,6 +1,7 @@
 """Model store, model access and the vLLM servers of every stack."""
 import json
 
+from components.pairing.vllm_variant import workload_name
 from offline.stacks import load_stack, run_stack
 from stackconfig.server import local_copy
 
@@ -9,7 +10,19 @@ from .test_stacks import EXPECTED
 
 
 def deployments(recording):
-    return {d.inputs["metadata"]["labels"]["sd-trn2/variant"]: d for d in recording.of_type("kubernetes:apps/v1:Deployment")}
+    """The vLLM servers' Deployments, by variant (a variant of several pods: server_deployments)."""
+    return {d.inputs["metadata"]["labels"]["sd-trn2/variant"]: d for d in recording.of_type("kubernetes:apps/v1:Deployment")
+            if "sd-trn2/server" not in d.inputs["metadata"]["labels"]}
+
+
+def server_deployments(recording, spec):
+    """Every server pod's Deployment, with its variant and which of the variant's servers it is."""
+    by_name = {d.inputs["metadata"]["name"]: d for d in recording.of_type("kubernetes:apps/v1:Deployment")}
+    return [(v, s, by_name[workload_name(v, s)]) for v in spec.variants for s in v.servers]
+
+
+def vllm_variants(spec):
+    return [v for v in spec.variants if len(v.servers) == 1]
 
 
 def container(deployment):
@@ -21,10 +34,13 @@ def flag(args, name):
     return args[args.index(name) + 1]
 
 
-def test_one_deployment_and_service_per_variant(recording, spec):
-    assert sorted(deployments(recording)) == sorted(v.name for v in spec.variants)
+def test_one_deployment_and_service_per_server(recording, spec):
+    """One per variant, two for a distributed one (its target and its draft)."""
+    expected = sorted(workload_name(v, s) for v in spec.variants for s in v.servers)
+    assert sorted(d.inputs["metadata"]["name"] for d in recording.of_type("kubernetes:apps/v1:Deployment")) == expected
+    assert sorted(deployments(recording)) == sorted(v.name for v in vllm_variants(spec))
     services = recording.of_type("kubernetes:core/v1:Service")
-    assert sorted(s.inputs["metadata"]["name"] for s in services) == sorted(f"vllm-{v.name}" for v in spec.variants)
+    assert sorted(s.inputs["metadata"]["name"] for s in services) == expected
     for service in services:
         assert service.inputs["spec"]["type"] == "ClusterIP"
 
@@ -69,7 +85,7 @@ def test_vllm_arguments_match_the_stack_table(recording, spec, stack):
             if variant.is_speculative:
                 assert speculative["method"] == "eagle3" and "max_model_len" not in speculative
         checked += 1
-    assert checked == len(spec.variants) >= 2
+    assert checked == len(vllm_variants(spec)) >= 2
 
 
 def test_engine_environment_and_artifact_paths(recording, spec):
@@ -94,7 +110,7 @@ def test_engine_environment_and_artifact_paths(recording, spec):
             assert int(env["VLLM_NEURON_COMPILATION_TIMEOUT"]) >= 1200
         assert deployment.inputs["metadata"]["annotations"]["sd-trn2/artifacts"] == variant.artifact_path
         paths.add(env["ARTIFACT_DIR"])
-    assert len(paths) == len(spec.variants)
+    assert len(paths) == len(vllm_variants(spec))
 
 
 def test_every_server_reads_prepared_weights_offline(recording, spec):
@@ -146,23 +162,25 @@ def test_variants_fit_the_nodes_they_share(recording, spec):
         DAEMONSET_MEMORY_MIB,
     )
     from stackconfig.catalog import INSTANCE_SHAPES
-    from stackconfig.model import pack_device_groups
+    from stackconfig.model import pack_device_groups, pack_variants
 
     shape = INSTANCE_SHAPES[spec.capacity.instance_type]
     per_device = []
-    for deployment in deployments(recording).values():
+    for _, server, deployment in server_deployments(recording, spec):
         requests = container(deployment)["resources"]["requests"]
         assert requests["memory"].endswith("Mi") and container(deployment)["resources"]["limits"]["memory"] == requests["memory"]
-        (publisher,) = deployment.inputs["spec"]["template"]["spec"]["initContainers"]
+        (publisher,) = [c for c in deployment.inputs["spec"]["template"]["spec"]["initContainers"] if c["name"] == "publisher"]
         sidecar = publisher["resources"]["requests"]
-        devices = spec.variant(deployment.inputs["metadata"]["labels"]["sd-trn2/variant"]).devices
+        devices = server.devices
         # The pod's requests: the server's and its publisher's.
         per_device.append(((int(requests["cpu"]) * 1000 + int(sidecar["cpu"][:-1])) / devices,
                            (int(requests["memory"][:-2]) + int(sidecar["memory"][:-2])) / devices))
     # Any node of the packing holds at most neuron_devices devices, so a node fits if a device's share does.
     assert max(cpu for cpu, _ in per_device) * shape.neuron_devices <= shape.allocatable_cpu_millicores - DAEMONSET_CPU_MILLICORES
     assert max(mib for _, mib in per_device) * shape.neuron_devices <= shape.allocatable_memory_mib - DAEMONSET_MEMORY_MIB
-    assert len(pack_device_groups([v.devices for v in spec.variants], shape.neuron_devices)) == spec.parallel_node_count
+    assert len(pack_variants(spec.variants, shape.neuron_devices)) == spec.parallel_node_count
+    if all(len(v.servers) == 1 for v in spec.variants):
+        assert len(pack_device_groups([v.devices for v in spec.variants], shape.neuron_devices)) == spec.parallel_node_count
     # Sequential: the nodes of the largest server, which the tuner never runs more than.
     largest = len(pack_device_groups([max(v.devices for v in spec.variants)], shape.neuron_devices))
     assert spec.node_count == (largest if spec.sequential else spec.parallel_node_count)
@@ -241,13 +259,12 @@ def test_one_read_only_volume_per_prefix_the_servers_read_each_bound_to_its_own_
 def test_each_server_mounts_only_its_own_prefixes_read_only_where_serve_sh_reads_them(recording, spec):
     """The paths serve.sh reads (the prepared models, the committed set, the staging sets) are each
     exactly one mount's path: nothing else of the bucket is visible to the server."""
-    for name, deployment in deployments(recording).items():
-        variant = spec.variant(name)
+    for variant, server, deployment in server_deployments(recording, spec):
         pod = deployment.inputs["spec"]["template"]["spec"]
         claims = {v["name"]: v["persistentVolumeClaim"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
         store = [m for m in container(deployment)["volumeMounts"] if m["name"] in claims]
         assert all(m["readOnly"] is True and claims[m["name"]]["readOnly"] is True for m in store)
-        assert sorted(claims[m["name"]]["claimName"] for m in store) == sorted(m.claim_name for m in variant.store_mounts)
+        assert sorted(claims[m["name"]]["claimName"] for m in store) == sorted(m.claim_name for m in variant.server_store_mounts(server))
         env = {e["name"]: e["value"] for e in container(deployment)["env"]}
         read = [env[k] for k in ("ARTIFACT_DIR", "STAGING_DIR", "WEIGHTS_STORE", "DRAFT_WEIGHTS_STORE") if k in env]
         assert sorted(read) == sorted(m["mountPath"] for m in store)
@@ -305,7 +322,8 @@ def test_servers_are_deleted_before_capacity_and_storage(recording):
 def test_stack_outputs_per_variant(recording, spec):
     outputs = recording.stack_outputs
     for variant in spec.variants:
-        assert outputs["endpoints"][variant.name] == f"http://vllm-{variant.name}.{spec.namespace}.svc.cluster.local:8000/v1"
+        server = workload_name(variant, variant.endpoint_server)
+        assert outputs["endpoints"][variant.name] == f"http://{server}.{spec.namespace}.svc.cluster.local:8000/v1"
         assert outputs["artifactPrefixes"][variant.name] == f"s3://{outputs['modelBucket']}/{variant.artifact_path}/"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmark.loadgen import Level
 from benchmark.pod import SAMPLE_TEST_CASES as DEFAULT_TEST_CASES
 from stackconfig.model import BenchmarkSettings
 from stackconfig.versions import BENCHMARK_IMAGE
@@ -16,7 +17,7 @@ DEFAULT_BENCHMARK_IMAGE, LLMPERF_COMMIT = BENCHMARK_IMAGE.version, LLMPERF_PIN.v
 
 def test_benchmark_defaults():
     benchmark = parse(SMALL).benchmark
-    assert benchmark == BenchmarkSettings(input_tokens=40, output_tokens=64, concurrency=1, requests_per_test_case=10,
+    assert benchmark == BenchmarkSettings(input_tokens=40, output_tokens=64, requests_per_test_case=10,
                                           request_timeout_s=3600, test_cases=DEFAULT_TEST_CASES, image=DEFAULT_BENCHMARK_IMAGE,
                                           llmperf_commit=LLMPERF_COMMIT, metrics_namespace="LLMPerf/test")
     assert benchmark.test_cases is not DEFAULT_TEST_CASES
@@ -33,7 +34,7 @@ def test_every_benchmark_setting_lands_in_the_spec():
         "llmperfCommit": LLMPERF_COMMIT, "metricsNamespace": "My/Bench.mark_#:-" + "n" * 238,
         "samplingParams": {"temperature": 0.7, "top_p": 0.9}, "seed": "003"}})).benchmark
     assert benchmark == BenchmarkSettings(
-        input_tokens=40, output_tokens=2, concurrency=4, requests_per_test_case=1000, request_timeout_s=60,
+        input_tokens=40, output_tokens=2, loads=(Level("concurrency", 4),), requests_per_test_case=1000, request_timeout_s=60,
         test_cases={"sonnets": None, "a-b": "x"}, image="example.com/python@sha256:" + "a" * 64,
         llmperf_commit=LLMPERF_COMMIT, metrics_namespace="My/Bench.mark_#:-" + "n" * 238,
         sampling_params={"temperature": 0.7, "top_p": 0.9}, seed="003")
@@ -51,8 +52,8 @@ def test_benchmark_values_at_the_limits_are_accepted(edits):
 
 
 NAMESPACE = "is not valid: a CloudWatch namespace: 1 to 255 letters, digits and . _ / # : -, not starting with AWS/"
-BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'metricDimensions', 'metricsNamespace', 'outputTokens', "
-                  "'requestTimeoutSeconds', 'requestsPerTestCase', 'samplingParams', 'seed', 'testCases']")
+BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'loadGenerator', 'metricDimensions', 'metricsNamespace', "
+                  "'outputTokens', 'rate', 'requestTimeoutSeconds', 'requestsPerTestCase', 'samplingParams', 'seed', 'testCases']")
 
 
 @pytest.mark.parametrize("edits, problems", [
@@ -83,7 +84,7 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'met
     ({"benchmark.inputTokens": 39},
      [("benchmark.inputTokens", "39 is below 40: LLMPerf's prompt template alone is longer, and it would never start")]),
     ({"benchmark.concurrency": 5}, [("benchmark.concurrency", "5 exceeds serving.maxNumSeqs 4; extra requests would queue and skew latency")]),
-    ({"benchmark.concurrency": 0}, [("benchmark.concurrency", "0 is outside >= 1")]),
+    ({"benchmark.concurrency": 0}, [("benchmark.concurrency", "0 is not a positive integer (requests in flight)")]),
     ({"benchmark.requestsPerTestCase": 0}, [("benchmark.requestsPerTestCase", "0 is outside 1..1000")]),
     ({"benchmark.requestsPerTestCase": 1001}, [("benchmark.requestsPerTestCase", "1001 is outside 1..1000")]),
     ({"benchmark.requestTimeoutSeconds": 59}, [("benchmark.requestTimeoutSeconds", "59 is outside >= 60")]),
@@ -104,8 +105,8 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'met
     ({"benchmark": "x"}, [("benchmark", f"must be an object with keys {BENCHMARK_KEYS}, got str"),
                           ("benchmark.inputTokens", "is required (an integer)"), ("benchmark.outputTokens", "is required (an integer)")]),
     ({"benchmark.warmup": 1}, [("benchmark.warmup", "unknown key; allowed: concurrency, image, inputTokens, llmperfCommit, "
-                                                    "metricDimensions, metricsNamespace, outputTokens, requestTimeoutSeconds, requestsPerTestCase, "
-                                                    "samplingParams, seed, testCases")]),
+                                                    "loadGenerator, metricDimensions, metricsNamespace, outputTokens, rate, "
+                                                    "requestTimeoutSeconds, requestsPerTestCase, samplingParams, seed, testCases")]),
     # Parsing goes on with what is valid: a refused length counts as 0 in the draft's window.
     ({"benchmark.inputTokens": 200, "benchmark.outputTokens": 1, "variants.1.draftMaxModelLen": 205}, [
         ("benchmark.outputTokens", "1 is outside >= 2"),

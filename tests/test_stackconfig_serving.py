@@ -71,7 +71,7 @@ SEGMENTS = "use a KV segment size: 512, 1024, 2048, 4096, 8192"
     (SMALL, {"serving.devicesPerVariant": 2, "capacity.instanceType": "trn2.3xlarge"},
      [("serving.devicesPerVariant", "2 devices do not fit on a trn2.3xlarge (1 devices)")]),
     (SMALL, {"serving.logicalNeuronCores": 4}, [("serving.logicalNeuronCores", "4 is not one of 1, 2")]),
-    (SMALL, {"serving.engine": "tgi"}, [("serving.engine", "'tgi' is not one of nxdi-legacy, vllm-neuron")]),
+    (SMALL, {"serving.engine": "tgi"}, [("serving.engine", "'tgi' is not one of nxdi-legacy, vllm-neuron, distributed")]),
     (SMALL, {"serving.maxModelLen": 127}, [("serving.maxModelLen", "127 is outside 128..131072")]),
     (SMALL, {"serving.maxModelLen": 131073}, [("serving.maxModelLen", "131073 is outside 128..131072")]),
     (SMALL, {"serving.maxNumSeqs": 0}, [("serving.maxNumSeqs", "0 is outside 1..256")]),

@@ -144,13 +144,13 @@ def test_without_any_baseline_sd_variants_are_not_told_there_are_several():
 PLUGIN_HAS_NO_QWEN3 = ("the vLLM Neuron plugin of Neuron 2.32 documents no text-generation recipe for qwen3 models (its model "
                        "recipes: Llama 3, GPT-OSS, Qwen3-VL, Qwen3-Embedding); serve it on nxdi-legacy, or pin a newer plugin image "
                        "that has the recipe (serving.image)")
-QWEN_DRAFT_ON_PLUGIN = ("Qwen/Qwen3-1.7B is a full model, which speculates as 'draft_model' on nxdi-legacy only, not on vllm-neuron "
+QWEN_DRAFT_ON_PLUGIN = ("Qwen/Qwen3-1.7B is a full model, which speculates as 'draft_model' on nxdi-legacy or distributed only, not on vllm-neuron "
                         "(Neuron's migration guide: vanilla draft-model speculative decoding is not supported; migrate to an EAGLE3 draft)")
 KNOWN = ("Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-32B, RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3, "
          "RedHatAI/Qwen3-32B-speculator.eagle3, meta-llama/Llama-3.1-405B-Instruct, meta-llama/Llama-3.1-405B-Instruct-FP8, "
          "meta-llama/Llama-3.1-8B, meta-llama/Llama-3.1-8B-Instruct, meta-llama/Llama-3.2-1B, meta-llama/Llama-3.2-1B-Instruct")
 VARIANT_KEYS = ("['baseline', 'draft', 'draftMaxModelLen', 'engine', 'image', 'name', 'neuronConfig', 'numSpeculativeTokens', "
-                "'quantization', 'role', 'speculationMethod', 'target', 'weightsPath']")
+                "'placement', 'quantization', 'role', 'speculationLength', 'speculationMethod', 'target', 'weightsPath']")
 NO_PAIR = ("variants", "needs at least one baseline and one sd variant to compare")
 
 
@@ -161,15 +161,15 @@ NO_PAIR = ("variants", "needs at least one baseline and one sd variant to compar
                                   ("variants[1].name", "is required (a string)"), ("variants[1].role", "is required (a string)"),
                                   NO_PAIR]),
     (SMALL, {"variants.1.speed": 1}, [("variants[1].speed", "unknown key; allowed: baseline, draft, draftMaxModelLen, engine, image, "
-                                       "name, neuronConfig, numSpeculativeTokens, quantization, role, speculationMethod, target, "
-                                       "weightsPath")]),
+                                       "name, neuronConfig, numSpeculativeTokens, placement, quantization, role, speculationLength, "
+                                       "speculationMethod, target, weightsPath")]),
     (SMALL, {"variants.1.name": None}, [("variants[1].name", "is required (a string)")]),
     (SMALL, {"variants.1.name": "a" * 33}, [("variants[1].name", f"'{'a' * 33}' is not valid: a lowercase DNS label of at most 32 characters")]),
     (SMALL, {"variants.1.name": "base"}, [("variants", "variant name 'base' is used more than once")]),
     (SMALL, {"variants.1.role": "turbo"}, [("variants[1].role", "'turbo' is not one of baseline, sd"), NO_PAIR]),
     (SMALL, {"variants.1.role": "baseline", "variants.1.draft": None, "variants.1.numSpeculativeTokens": None,
              "variants.1.target": "Qwen/Qwen3-1.7B"}, [NO_PAIR]),
-    (SMALL, {"variants.1.engine": "tgi"}, [("variants[1].engine", "'tgi' is not one of nxdi-legacy, vllm-neuron")]),
+    (SMALL, {"variants.1.engine": "tgi"}, [("variants[1].engine", "'tgi' is not one of nxdi-legacy, vllm-neuron, distributed")]),
     (SMALL, {"variants.0.draft": "Qwen/Qwen3-1.7B", "variants.0.numSpeculativeTokens": 3, "variants.0.draftMaxModelLen": 512,
              "variants.0.speculationMethod": "draft_model"}, [
         ("variants[0].draft", "is only allowed on an sd variant"), ("variants[0].numSpeculativeTokens", "is only allowed on an sd variant"),

@@ -11,6 +11,9 @@ EXPECTED = {
     "qwen3-32b-qwen3-0.6b": ("Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B", 16, 64, 1, 6400, 7, 2, "nxdi-legacy"),
     "llama3.1-405b-llama3.2-1b": ("meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", 16, 64, 1, 12800, 7, 3, "nxdi-legacy"),
     "llama3.1-8b-llama3.2-1b": ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B", 1, 4, 1, 1024, 5, 1, "nxdi-legacy"),
+    # Seed 002's both architectures: the first SD configuration is the fused one; the distributed
+    # variant's two pods share the node (tests/test_distributed_stack.py).
+    "llama3.1-8b-distributed": ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B", 1, 4, 1, 128, 5, 1, "nxdi-legacy"),
     # The Neuron EAGLE3 tutorial: TP 8 at LNC 2 is 2 devices.
     "llama3.1-8b-instruct-eagle3": ("meta-llama/Llama-3.1-8B-Instruct", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", 2, 8, 2, 2048, 3, 1, "vllm-neuron"),
     # The tuning studies (docs/study.md): their first SD configuration; the blog's on the
@@ -37,7 +40,8 @@ def test_every_model_pairing_has_a_stack():
 def test_stack_matches_the_user_documents(stack):
     target, draft, devices, tp, seqs, max_len, tokens, nodes, engine = EXPECTED[stack]
     spec = load_stack(stack).spec()
-    assert {v.engine for v in spec.variants} == {engine}
+    # A distributed variant (two pods) beside them runs on its own engine (tests/test_distributed_stack.py).
+    assert {v.engine for v in spec.variants if len(v.servers) == 1} == {engine}
     baseline = next(v for v in spec.variants if v.role == "baseline")
     sd = next(v for v in spec.variants if v.role == "sd")
     assert baseline.target == target
@@ -100,7 +104,7 @@ def test_artifact_paths_are_distinct_and_follow_compile_settings():
 # stack -> seed whose benchmark shape it reproduces by default (reporting/seeds.py). The EAGLE3
 # stacks reproduce no seed: no seed ran an EAGLE3 head, so no published figure is theirs to show.
 SEED_OF_STACK = {"qwen3-32b-qwen3-1.7b": "003", "qwen3-32b-qwen3-0.6b": "001", "llama3.1-405b-llama3.2-1b": "004",
-                 "llama3.1-8b-llama3.2-1b": "002", "qwen3-32b-study": "003"}
+                 "llama3.1-8b-llama3.2-1b": "002", "qwen3-32b-study": "003", "llama3.1-8b-distributed": "002"}
 
 
 @pytest.mark.parametrize("stack", sorted(set(EXPECTED) - set(SEED_OF_STACK)))
@@ -131,3 +135,8 @@ def test_benchmark_defaults_are_the_seeds_values(stack):
         assert (benchmark.input_tokens, benchmark.output_tokens) == (sample.input_tokens, sample.output_tokens)
         assert prompts == set(sample.prompts) | set(seed.shape.prompts)
         assert benchmark.sampling_params == seed.shape.sampling_params == {"temperature": 0}
+    if stack == "llama3.1-8b-distributed":
+        # Seed 002's own sampling and 128-token sequences, gamma 4 for the distributed variant.
+        spec = load_stack(stack).spec()
+        assert benchmark.sampling_params == seed.shape.sampling_params == {"temperature": 0.9, "top_p": 1.0}
+        assert spec.serving.max_model_len == 128 and spec.variant("distributed").num_speculative_tokens == seed.shape.speculative_tokens - 1

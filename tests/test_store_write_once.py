@@ -17,10 +17,9 @@ from modelstore.hub import Hub
 from .conftest import STANDALONE, recorded
 from .fake_hub import FakeHub, FakeRepo
 from .iam_eval import ALLOW, EXPLICIT_DENY, IMPLICIT_DENY, decide, s3_request
+from .modelstore_helpers import ARTIFACT, BUCKET, compiled
 
-BUCKET = "models"
 ARN = f"arn:aws:s3:::{BUCKET}"
-ARTIFACT = "compiled/qwen-qwen3-32b/bs4-len1024-tp32-0123456789"
 MiB = 1024 * 1024
 
 # AWS S3 User Guide, "Enforce conditional writes on Amazon S3 buckets", example 1 (only uploads with
@@ -107,15 +106,6 @@ def small_parts(monkeypatch):
     """Parts of 5 MiB (S3's smallest), so files of a few MiB go through multipart uploads and copies."""
     monkeypatch.setattr(objects, "PART_BYTES", 5 * MiB)
     monkeypatch.setattr(objects, "COPY_PART_BYTES", 5 * MiB)
-
-
-def compiled(tmp_path, name: str, graph: bytes):
-    directory = tmp_path / name
-    (directory / "graphs").mkdir(parents=True)
-    (directory / "graphs" / "model.neff").write_bytes(graph)
-    (directory / "neuron_config.json").write_text("{}")
-    (directory / publish.LOCAL_COMPLETE).touch()
-    return directory
 
 
 def prepare_model(client, hub_url, tmp_path):

@@ -257,7 +257,7 @@ def test_the_pod_resumes_within_its_job_and_retries_only_what_can_change(tmp_pat
     monkeypatch.setattr(tuner, "production_tuner", lambda config, args, hooks: tuner.TunerHooks(scaler=tuner.NoCluster()))
     monkeypatch.setattr(tuner, "run_study", lambda *args: seen.append(args[-1]) or {"status": status, "reason": None})
     monkeypatch.setenv("JOB_NAME", "llmperf-1a2b3c4d")
-    argv = ["--config", str(tmp_path / "run-config.json"), "--results-dir", str(tmp_path), "--llmperf-dir", str(tmp_path)]
+    argv = ["--config", str(tmp_path / "run-config.json"), "--results-dir", str(tmp_path), "--generator-dir", str(tmp_path)]
     assert tuner.main(argv) == code
     assert seen == [f"{config['study']['id']}-llmperf-1a2b3c4d"]
     assert tuner.study_folder(config, None) == config["study"]["id"]

@@ -2,7 +2,7 @@
 
     plan        what `pulumi up` would create, offline (--stack S [--preview]); plan-all for every stack
     preflight   read-only checks with your AWS credentials (--stack S [--json])
-    up          preflight, then `pulumi up`, then what to run next (--stack S [--skip-preflight])
+    up          preflight, then `pulumi up`, then what to run next (--stack S [--skip-preflight] [--allow-open-endpoint])
     benchmark   run the benchmark again from the stack's CronJob (--stack S)
     results     fetch the latest (or --run-id) run and write its report (--stack S [--run-id R] [--bucket B])
     sweep       list what Karpenter or EKS left in the stack's region (--stack S)
@@ -43,7 +43,7 @@ COMMANDS = {
     "rehearse": "rehearse.cli",
 }
 
-PROJECT_PACKAGES = frozenset({"tools", "offline", "stackconfig", "components", "benchmark", "modelstore"})
+PROJECT_PACKAGES = frozenset({"tools", "offline", "stackconfig", "components", "benchmark", "modelstore", "distributed"})
 """A missing module of these is the program's own fault; any other is a Python without the venv's packages."""
 
 

@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from stackconfig import StackSpec
+from stackconfig.engines import ENGINES
 from stackconfig.server import BASELINE_CAPABILITIES
 
 from ..handle import PAIRING_LABEL, ClusterHandle
@@ -22,7 +23,7 @@ from .model_preparation import ModelPreparation, ModelPreparationArgs
 from .model_volume import ModelVolume, ModelVolumeArgs
 from .network_policy import NetworkFence, NetworkFenceArgs
 from .server_access import ServerAccess, ServerAccessArgs
-from .serving import Serving, ServingArgs
+from .serving import PEER_FLOWS, Serving, ServingArgs
 from .trn2_nodes import Trn2Nodes, Trn2NodesArgs
 from .workspace import Workspace, WorkspaceArgs
 
@@ -46,7 +47,8 @@ def build_pairing(spec: StackSpec, cluster: ClusterHandle, token: pulumi.Output[
     workspace = Workspace("workspace", WorkspaceArgs(
         cluster=cluster, namespace=spec.namespace, labels={PAIRING_LABEL: spec.name},
         enforce="privileged" if beyond_baseline else "baseline"))
-    fence = NetworkFence("network-fence", NetworkFenceArgs(cluster=cluster, namespace=workspace.namespace))
+    flows = tuple(flow for v in spec.variants if ENGINES[v.engine].workload in PEER_FLOWS for flow in PEER_FLOWS[ENGINES[v.engine].workload](v))
+    fence = NetworkFence("network-fence", NetworkFenceArgs(cluster=cluster, namespace=workspace.namespace, flows=flows))
     trn2 = Trn2Nodes("trn2", Trn2NodesArgs(
         cluster=cluster,
         name=spec.node_pool_name,

@@ -44,20 +44,24 @@ def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
     those of catalog and declared models alike (a model declared under `models:` is in no catalog)."""
     v = spec.variant(name)
     shape = spec.capacity.shape
-    # The variant's share of the node's price, by devices (a node runs variants side by side).
-    hourly = shape.approx_hourly_usd * v.devices / shape.neuron_devices if shape.approx_hourly_usd else None
-    return {"name": v.name, "role": v.role, "baseline": v.baseline, "target": v.target, "draft": v.draft,
+    # The variant's share of the node's price, by the devices of its servers (a node runs variants side by side).
+    hourly = shape.approx_hourly_usd * sum(s.devices for s in v.servers) / shape.neuron_devices if shape.approx_hourly_usd else None
+    return {"name": v.name, "role": v.role, "engine": v.engine, "baseline": v.baseline, "target": v.target, "draft": v.draft,
             "numSpeculativeTokens": v.num_speculative_tokens, "servedModelName": v.served_model_name,
-            "quantization": v.quantization, "devices": v.devices, "endpoint": endpoint, "podSelector": labels(v),
+            "quantization": v.quantization, "devices": v.devices, "endpoint": endpoint,
+            # The pod serving the endpoint (a distributed variant's draft: its Neuron telemetry is the draft's device).
+            "podSelector": labels(v, v.endpoint_server),
             "costPerHourUsd": hourly, "targetParamsBillion": v.target_info.params_billion,
             "draftParamsBillion": v.draft_info.params_billion if v.draft_info else None,
             # How the server decodes the benchmark's requests, so the report can flag a speedup
             # between unlike decoding (stackconfig/semantics.py).
             "decoding": "greedy" if serves_greedily(v, spec.benchmark.sampling_params) else "sampled",
             # Measured only once its compiled set is committed (benchmark/driver.py not_ready).
-            "commitKey": f"{v.artifact_path}/{COMMIT_FILE}",
+            # The endpoint's server's set: a distributed variant's draft, whose /health answers
+            # only while its target does.
+            "commitKey": f"{v.server_artifact_path(v.endpoint_server)}/{COMMIT_FILE}",
             # What the tuner scales, and how long a first start may take before it counts as failed.
-            "deployment": workload_name(v), "startupBudgetSeconds": v.startup_budget_seconds}
+            "deployment": workload_name(v, v.endpoint_server), "startupBudgetSeconds": v.startup_budget_seconds}
 
 
 def study_config(spec: StackSpec) -> dict | None:
@@ -80,6 +84,8 @@ def run_config(spec: StackSpec, endpoints: dict[str, str]) -> dict:
         "clusterName": spec.cluster_name,
         "seed": b.seed,
         "llmperfCommit": b.llmperf_commit,
+        "loadGenerator": b.load_generator,
+        "loads": [level.as_dict() for level in b.loads],
         "shape": {"inputTokens": b.input_tokens, "outputTokens": b.output_tokens, "concurrency": b.concurrency,
                   "requestsPerTestCase": b.requests_per_test_case, "requestTimeoutSeconds": b.request_timeout_s,
                   "samplingParams": b.sampling_params},
@@ -143,7 +149,7 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
                 "containers": [{
                     "name": "llmperf",
                     "image": spec.benchmark.image,
-                    "command": ["bash", "-c", setup_script(commit, "tuner" if spec.study else "driver")],
+                    "command": ["bash", "-c", setup_script(commit, "tuner" if spec.study else "driver", spec.benchmark.load_generator)],
                     "env": [
                         {"name": "METRICS_NAMESPACE", "value": spec.benchmark.metrics_namespace},
                         {"name": "RESULTS_BUCKET", "value": bucket},
@@ -160,7 +166,7 @@ def job_spec(spec: StackSpec, config_map: pulumi.Input[str], bucket: pulumi.Inpu
                                     + [{"name": writable_volume(path), "mountPath": path} for path in WRITABLE_VOLUMES]
                                     + token.mounts,
                 }],
-                "volumes": [{"name": "code", "configMap": {"name": config_map, "items": code_items(commit)}},
+                "volumes": [{"name": "code", "configMap": {"name": config_map, "items": code_items(commit, spec.benchmark.load_generator)}},
                             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}}, KUBERNETES_API_VOLUME]
                            + [{"name": writable_volume(path), "emptyDir": {"sizeLimit": size}} for path, size in WRITABLE_VOLUMES.items()]
                            + token.volumes,
@@ -205,7 +211,7 @@ class Benchmark(pulumi.ComponentResource):
         spec, cluster = args.spec, args.cluster
         prefix = spec.results_prefix
         config = run_config(spec, args.endpoints)
-        code = pod_code(spec.benchmark.llmperf_commit)
+        code = pod_code(spec.benchmark.llmperf_commit, spec.benchmark.load_generator)
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-code",
             metadata={"name": "llmperf-benchmark", "namespace": args.namespace},

@@ -20,6 +20,7 @@ import pulumi_kubernetes as k8s
 from stackconfig.server import VLLM_PORT
 
 from ..handle import ClusterHandle
+from .distributed_variant import PeerFlow
 
 APP = "app.kubernetes.io/name"
 SERVERS, BENCHMARK, PREPARATION = "vllm", "llmperf", "model-prep"
@@ -32,8 +33,10 @@ def pods(*names: str) -> dict:
     return {"matchExpressions": [{"key": APP, "operator": "In", "values": list(names)}]}
 
 
-def policies(pod_identity: bool) -> dict[str, dict]:
-    """Name -> NetworkPolicy spec. Plain data."""
+def policies(pod_identity: bool, flows: tuple[PeerFlow, ...] = ()) -> dict[str, dict]:
+    """Name -> NetworkPolicy spec. Plain data. `flows`: what the pairing's servers call of each
+    other (a distributed draft its target: components/pairing/distributed_variant.py peer_flows),
+    each admitted at both ends, on its port, between exactly those pods."""
     aws_callers = pods(SERVERS, BENCHMARK, PREPARATION)
     specs = {
         # Everything denied, both ways, for every pod of the namespace.
@@ -55,6 +58,12 @@ def policies(pod_identity: bool) -> dict[str, dict]:
                                    "ingress": [{"from": [{"podSelector": pods(BENCHMARK)}],
                                                 "ports": [{"protocol": "TCP", "port": VLLM_PORT}]}]},
     }
+    for flow in flows:
+        ports = [{"protocol": "TCP", "port": flow.port}]
+        specs[f"{flow.name}-egress"] = {"podSelector": {"matchLabels": flow.source}, "policyTypes": ["Egress"],
+                                        "egress": [{"to": [{"podSelector": {"matchLabels": flow.destination}}], "ports": ports}]}
+        specs[f"{flow.name}-ingress"] = {"podSelector": {"matchLabels": flow.destination}, "policyTypes": ["Ingress"],
+                                         "ingress": [{"from": [{"podSelector": {"matchLabels": flow.source}}], "ports": ports}]}
     if pod_identity:
         specs["pod-identity-agent"] = {"podSelector": aws_callers, "policyTypes": ["Egress"], "egress": [{
             "to": [{"ipBlock": {"cidr": POD_IDENTITY_AGENT}}],
@@ -66,6 +75,7 @@ def policies(pod_identity: bool) -> dict[str, dict]:
 class NetworkFenceArgs:
     cluster: ClusterHandle
     namespace: pulumi.Input[str]
+    flows: tuple[PeerFlow, ...] = ()
 
 
 class NetworkFence(pulumi.ComponentResource):
@@ -73,10 +83,11 @@ class NetworkFence(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: NetworkFenceArgs, opts: pulumi.ResourceOptions | None = None):
         super().__init__("sdtrn2:pairing:NetworkFence", name, None, opts)
+        specs = policies(args.cluster.identity.mechanism == "pod-identity", args.flows)
         self.policies = [
             k8s.networking.v1.NetworkPolicy(
                 f"{name}-{policy}", metadata={"name": policy, "namespace": args.namespace}, spec=spec,
                 opts=args.cluster.k8s_options(self))
-            for policy, spec in policies(args.cluster.identity.mechanism == "pod-identity").items()
+            for policy, spec in specs.items()
         ]
-        self.register_outputs({"policies": sorted(policies(args.cluster.identity.mechanism == "pod-identity"))})
+        self.register_outputs({"policies": sorted(specs)})

@@ -14,7 +14,6 @@ import pulumi_kubernetes as k8s
 
 from modelstore.pod import CODE_MOUNT, DEPS_MOUNT, TMP_MOUNT, environment, security_context, start_script
 from stackconfig import StackSpec
-from stackconfig.model import Variant
 from stackconfig.server import NODE_CACHE_MOUNT, VLLM_PORT
 from stackconfig.store import staging_prefix
 from stackconfig.versions import MODEL_STORE_IMAGE
@@ -42,11 +41,12 @@ def publisher_policy(bucket_arn: str, artifact_paths: list[str]) -> dict:
     ])
 
 
-def publisher_container(variant: Variant, bucket: pulumi.Input[str], region: str) -> dict:
+def publisher_container(artifact_path: str, bucket: pulumi.Input[str], region: str) -> dict:
     """A native sidecar (an init container that keeps running): it starts before the server and
-    outlives its restarts. Plain data with the bucket Output at its leaf."""
-    arguments = ["--bucket", "$BUCKET", "--artifact", variant.artifact_path, "--compile-dir",
-                 f"{NODE_CACHE_MOUNT}/{variant.artifact_path}", "--health", f"http://127.0.0.1:{VLLM_PORT}/health",
+    outlives its restarts; it publishes the server's compiled set (Variant.server_artifact_path).
+    Plain data with the bucket Output at its leaf."""
+    arguments = ["--bucket", "$BUCKET", "--artifact", artifact_path, "--compile-dir",
+                 f"{NODE_CACHE_MOUNT}/{artifact_path}", "--health", f"http://127.0.0.1:{VLLM_PORT}/health",
                  "--writer", "$POD_NAME"]
     return {
         "name": "publisher",

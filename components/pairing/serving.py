@@ -9,10 +9,16 @@ import pulumi_kubernetes as k8s
 
 from modelstore.layout import shell_assignments
 from stackconfig import StackSpec
+from stackconfig.engines import ENGINES
 
 from ..handle import ClusterHandle
+from .distributed_variant import DistributedVariant, peer_flows
 from .vllm_variant import VllmVariant, VllmVariantArgs
 
+WORKLOADS: dict[str, type[VllmVariant] | type[DistributedVariant]] = {"vllm": VllmVariant, "distributed": DistributedVariant}
+"""The component that renders a variant, by its engine's workload (stackconfig/engines/ EngineInfo.workload)."""
+PEER_FLOWS = {"distributed": peer_flows}
+"""What the pods of a workload call of each other, which the network fence admits (a vLLM server: nothing)."""
 SERVE_SCRIPT = Path(__file__).parent / "scripts" / "serve.sh"
 STORE_LAYOUT_SCRIPT = "store-layout.sh"
 """Beside serve.sh, which sources it by this name."""
@@ -51,14 +57,14 @@ class Serving(pulumi.ComponentResource):
         )
         self.endpoints = {}
         for variant in args.spec.variants:
-            server = VllmVariant(f"{name}-{variant.name}", VllmVariantArgs(
+            server = WORKLOADS[ENGINES[variant.engine].workload](f"{name}-{variant.name}", VllmVariantArgs(
                 variant=variant,
                 cluster=args.cluster,
                 namespace=args.namespace,
                 namespace_name=args.spec.namespace,
                 node_labels=args.node_labels,
                 instance_type=args.spec.capacity.instance_type,
-                claim_template=args.claim_templates[variant.devices],
+                claim_templates=args.claim_templates,
                 script_config_map=script.metadata.name,
                 code_config_map=args.code_config_map,
                 depends_on=args.depends_on,

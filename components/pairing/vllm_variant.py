@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 
 from modelstore.pod import code_items
 from stackconfig.catalog import INSTANCE_SHAPES
+from stackconfig.engines import Server
 from stackconfig.model import Variant
 from stackconfig.server import NODE_CACHE_MOUNT, VLLM_PORT, arguments, environment, node_cache_gib
 
@@ -67,38 +68,64 @@ def pod_security_context(variant: Variant) -> dict:
 
 def endpoint(variant: Variant, namespace: str) -> str:
     """The variant's OpenAI-compatible base URL inside the cluster: plain data, from names the
-    config derives (Service vllm-<variant> in the pairing's namespace)."""
-    return f"http://{workload_name(variant)}.{namespace}.svc.cluster.local:{VLLM_PORT}/v1"
+    config derives (the Service of its endpoint server in the pairing's namespace)."""
+    return f"http://{workload_name(variant, variant.endpoint_server)}.{namespace}.svc.cluster.local:{VLLM_PORT}/v1"
 
 
-def workload_name(variant: Variant) -> str:
-    return f"vllm-{variant.name}"
+def workload_name(variant: Variant, server: Server | None = None) -> str:
+    """vllm-<variant>, and -<part> for each pod of a variant that runs several (its Deployment and Service)."""
+    return f"vllm-{variant.name}" + (f"-{server.part}" if server is not None and server.part else "")
 
 
-def resource_requests(variant: Variant, instance_type: str) -> dict[str, str]:
-    """The vLLM container's requests: the variant's share of what the node offers pods,
-    proportional to its devices, so the stack's variants fit side by side on the nodes the
+def resource_requests(devices: int, instance_type: str) -> dict[str, str]:
+    """The server container's requests: the pod's share of what the node offers pods,
+    proportional to its devices, so the stack's servers fit side by side on the nodes the
     NodePool brings up, less its publisher's. From the allocatable Karpenter models (its overhead,
     kube-reserved and eviction threshold), not the nominal memory."""
     shape = INSTANCE_SHAPES[instance_type]
-    share = variant.devices / shape.neuron_devices
+    share = devices / shape.neuron_devices
     cpu = math.floor(((shape.allocatable_cpu_millicores - DAEMONSET_CPU_MILLICORES) * share - PUBLISHER_CPU_MILLICORES) / 1000)
     memory = math.floor((shape.allocatable_memory_mib - DAEMONSET_MEMORY_MIB) * share - PUBLISHER_MEMORY_MIB)
     return {"cpu": str(cpu), "memory": f"{memory}Mi"}
 
 
-def labels(variant: Variant) -> dict[str, str]:
-    return {"app.kubernetes.io/name": "vllm", "sd-trn2/variant": variant.name, "sd-trn2/role": variant.role}
+def labels(variant: Variant, server: Server | None = None) -> dict[str, str]:
+    """The variant's pods; with a server of a variant that runs several, that pod alone."""
+    return {"app.kubernetes.io/name": "vllm", "sd-trn2/variant": variant.name, "sd-trn2/role": variant.role,
+            **({"sd-trn2/server": server.part} if server is not None and server.part else {})}
+
+
+@dataclass(frozen=True)
+class ServerProcess:
+    """What one server pod runs: which of the variant's servers it is (stackconfig/engines/ Server),
+    serve.sh's arguments and environment, its ports, and what it is given beside the image: init
+    containers (after the publisher), volumes and the server container's mounts."""
+
+    server: Server
+    arguments: list[str]
+    environment: dict[str, str]
+    ports: tuple[tuple[str, int], ...] = (("http", VLLM_PORT),)
+    init_containers: tuple[dict, ...] = ()
+    volumes: tuple[dict, ...] = ()
+    mounts: tuple[dict, ...] = ()
+
+
+def vllm_process(variant: Variant) -> ServerProcess:
+    """A vLLM variant's one server: `vllm serve ...` (stackconfig/server.py)."""
+    return ServerProcess(variant.endpoint_server, arguments(variant), environment(variant))
 
 
 def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[str, str], instance_type: str,
              claim_template: str, script_config_map: pulumi.Input[str],
-             code_config_map: pulumi.Input[str], bucket: pulumi.Input[str], region: str) -> dict:
+             code_config_map: pulumi.Input[str], bucket: pulumi.Input[str], region: str,
+             process: ServerProcess | None = None) -> dict:
     """Plain data with Outputs only at the leaves (ConfigMap and bucket names). No Hugging Face
-    token: the server never reaches the hub."""
+    token: the server never reaches the hub. `process`: one server of the variant (default: its
+    vLLM server)."""
+    process = process or vllm_process(variant)
     probe = {"httpGet": {"path": "/health", "port": VLLM_PORT}}
     budget = variant.startup_budget_seconds
-    requests = resource_requests(variant, instance_type)
+    requests = resource_requests(process.server.devices, instance_type)
     cache = node_cache_gib(variant)
     pod_context = pod_security_context(variant)
     return {
@@ -110,14 +137,15 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
         "tolerations": [toleration],
         "resourceClaims": [{"name": CLAIM_REQUEST, "resourceClaimTemplateName": claim_template}],
         "terminationGracePeriodSeconds": 60,
-        "initContainers": [publisher_container(variant, bucket, region)],
+        "initContainers": [publisher_container(variant.server_artifact_path(process.server), bucket, region),
+                           *process.init_containers],
         "containers": [{
             "name": SERVER_CONTAINER,
             "image": variant.image,
             "command": ["bash", f"{SCRIPT_MOUNT}/serve.sh"],
-            "args": arguments(variant),
-            "env": [{"name": k, "value": v} for k, v in environment(variant).items()],
-            "ports": [{"name": "http", "containerPort": VLLM_PORT}],
+            "args": process.arguments,
+            "env": [{"name": k, "value": v} for k, v in process.environment.items()],
+            "ports": [{"name": name, "containerPort": port} for name, port in process.ports],
             "securityContext": server_security_context(variant),
             "resources": {"requests": {**requests, "ephemeral-storage": f"{cache}Gi"},
                           "limits": {"memory": requests["memory"], "ephemeral-storage": f"{cache}Gi"},
@@ -128,15 +156,16 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
             "volumeMounts": [
                 # The store prefixes this server reads, each read-only at its own path
                 # (components/pairing/model_volume.py).
-                *({"name": m.key, "mountPath": m.mount_path, "readOnly": True} for m in variant.store_mounts),
+                *({"name": m.key, "mountPath": m.mount_path, "readOnly": True} for m in variant.server_store_mounts(process.server)),
                 {"name": "node-cache", "mountPath": NODE_CACHE_MOUNT},
                 {"name": "dshm", "mountPath": "/dev/shm"},
                 {"name": "scripts", "mountPath": SCRIPT_MOUNT, "readOnly": True},
+                *process.mounts,
             ],
         }],
         "volumes": [
             *({"name": m.key, "persistentVolumeClaim": {"claimName": m.claim_name, "readOnly": True}}
-              for m in variant.store_mounts),
+              for m in variant.server_store_mounts(process.server)),
             # On the RAID0 instance store, which kubelet's ephemeral storage sits on (Karpenter docs,
             # concepts/nodeclasses.md "spec.instanceStorePolicy"): the weights and compiled set,
             # copied once per pod. No host path.
@@ -146,6 +175,7 @@ def pod_spec(variant: Variant, *, node_labels: dict[str, str], toleration: dict[
             {"name": "modelstore-code", "configMap": {"name": code_config_map, "items": code_items()}},
             {"name": "publisher-deps", "emptyDir": {"sizeLimit": "2Gi"}},
             {"name": "publisher-tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+            *process.volumes,
         ],
     }
 
@@ -160,7 +190,8 @@ class VllmVariantArgs:
     """The same name as plain data, for the endpoint."""
     node_labels: dict[str, str]
     instance_type: str
-    claim_template: str
+    claim_templates: dict[int, str]
+    """Device-group size -> ResourceClaimTemplate name (ClaimTemplates.names): each server claims its own group."""
     script_config_map: pulumi.Input[str]
     code_config_map: pulumi.Input[str]
     """modelstore/'s code, for the publisher."""
@@ -171,6 +202,8 @@ class VllmVariantArgs:
 
 
 class VllmVariant(pulumi.ComponentResource):
+    """One vLLM server: a Deployment and its Service."""
+
     endpoint: str
     """OpenAI-compatible base URL inside the cluster."""
 
@@ -180,7 +213,7 @@ class VllmVariant(pulumi.ComponentResource):
         workload = workload_name(variant)
         spec = pod_spec(variant, node_labels=args.node_labels, toleration=args.cluster.neuron_toleration,
                         instance_type=args.instance_type,
-                        claim_template=args.claim_template,
+                        claim_template=args.claim_templates[variant.devices],
                         script_config_map=args.script_config_map,
                         code_config_map=args.code_config_map, bucket=args.cluster.model_bucket, region=args.cluster.region)
         k8s.apps.v1.Deployment(

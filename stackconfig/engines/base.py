@@ -24,6 +24,33 @@ Setting = Callable[[Variant], "str | None"]
 """One environment variable's value for a variant (None: not set for it)."""
 
 
+PLACEMENTS = ("same-node", "separate-node")
+"""variants[].placement, for engines whose variant runs more than one pod: all on one trn2 node
+(each its own device group), or the draft on another node."""
+
+
+@dataclass(frozen=True)
+class Server:
+    """One pod a variant runs, as its engine lays it out: one vLLM server, or (distributed) a target
+    verification server and a draft server. The Pulumi side renders each as a Deployment and a
+    Service (components/pairing/)."""
+
+    part: str
+    """"" for a variant served by one pod; else the pod's part ("target", "draft"), which names its
+    workload and its compiled set (Variant.server_artifact_path)."""
+    devices: int
+    """Neuron devices it claims: its own device group (a ResourceClaimTemplate of this size)."""
+    node: int
+    """Servers of one variant with the same index share a node; different indexes, different nodes."""
+    endpoint: bool
+    """Whether it serves the variant's OpenAI-compatible endpoint, which the benchmark measures."""
+
+
+def one_server(variant: Variant) -> tuple[Server, ...]:
+    """A vLLM variant: one pod, the variant's devices, the endpoint."""
+    return (Server("", variant.devices, 0, True),)
+
+
 @dataclass(frozen=True)
 class EngineInfo:
     name: str
@@ -77,6 +104,16 @@ class EngineInfo:
     prefill_budget: bool = False
     """Whether the engine takes --max-num-batched-tokens (serving.maxNumBatchedTokens), which then
     changes what it compiles."""
+    servers: Callable[[Variant], tuple[Server, ...]] = one_server
+    """The pods a variant runs, their device groups and how they share nodes."""
+    compared_with: str = ""
+    """The engine of the baseline its SD variants are compared with ("": its own)."""
+    variant_keys: frozenset[str] = frozenset()
+    """Keys under variants[] that only this engine reads (refused on the others' variants)."""
+    program: str = "vllm"
+    """What serve.sh runs with the server's arguments, once weights and compiled set are in place."""
+    workload: str = "vllm"
+    """Which Pulumi component renders its variants (components/pairing/serving.py WORKLOADS)."""
 
 
 _IMAGE_SDK = re.compile(r"(?:^|-)sdk(\d+)\.(\d+)(?:\.\d+)?(?:-|$)")

@@ -3,9 +3,11 @@ on the CloudWatch dashboard.
 """
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
+from benchmark.loadgen import DEFAULT_GENERATOR, GENERATORS, LOAD_KINDS, Level
 from benchmark.pod import (
     CLOUDWATCH_DIMENSION_VALUE_MAX,
     DASHBOARD_ROWS,
@@ -25,11 +27,15 @@ from ..catalog import DASHBOARD_MAX_WIDGETS, DASHBOARD_METRICS_PER_WIDGET, TEST_
 from ..model import BenchmarkSettings, ServingSettings, StudySettings, Variant
 from ..naming import stack_slug
 from ..sampling import SAMPLING_PARAMS
-from ..versions import BENCHMARK_IMAGE, LLMPERF_COMMIT
+from ..versions import LLMPERF_COMMIT
 from .reader import _DNS_LABEL, _pinned_image, _Section
 
-BENCHMARK_KEYS = {"inputTokens", "outputTokens", "concurrency", "requestsPerTestCase", "requestTimeoutSeconds", "testCases",
-                  "image", "llmperfCommit", "metricsNamespace", "metricDimensions", "samplingParams", "seed"}
+LOAD_KEYS = {"loadGenerator", *LOAD_KINDS}
+"""Which load generator drives the benchmark (benchmark/loadgen/, by name) and at which load levels;
+a level list is a load sweep: every test case is measured at every level (benchmark/driver.py)."""
+DEFAULT_LOAD = (Level("concurrency", 1),)
+BENCHMARK_KEYS = {"inputTokens", "outputTokens", "requestsPerTestCase", "requestTimeoutSeconds", "testCases",
+                  "image", "llmperfCommit", "metricsNamespace", "metricDimensions", "samplingParams", "seed", *LOAD_KEYS}
 
 
 def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings, study_view: bool = False) -> BenchmarkSettings:
@@ -60,24 +66,78 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings, study_vi
     output_tokens = s.integer("outputTokens", low=2)
     if input_tokens and output_tokens and serving.max_model_len and input_tokens + output_tokens > serving.max_model_len:
         s.problem("outputTokens", f"inputTokens + outputTokens = {input_tokens + output_tokens} exceeds serving.maxModelLen {serving.max_model_len}")
-    concurrency = s.integer("concurrency", 1, low=1)
-    if concurrency and serving.max_num_seqs and concurrency > serving.max_num_seqs:
-        s.problem("concurrency", f"{concurrency} exceeds serving.maxNumSeqs {serving.max_num_seqs}; extra requests would queue and skew latency")
+    load_generator, loads = _parse_loads(s, serving.max_num_seqs, study_view)
     namespace = s.string("metricsNamespace", f"LLMPerf/{stack_slug(stack)}", pattern=re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-]{1,255}$"), hint="a CloudWatch namespace: 1 to 255 letters, digits and . _ / # : -, not starting with AWS/")
     return BenchmarkSettings(
         input_tokens=input_tokens or 0,
         output_tokens=output_tokens or 0,
-        concurrency=concurrency or 1,
+        load_generator=load_generator,
+        loads=loads,
         requests_per_test_case=s.integer("requestsPerTestCase", 10, low=1, high=1000),
         request_timeout_s=s.integer("requestTimeoutSeconds", 3600, low=60),
         test_cases=dict(test_cases or {}),
-        image=s.string("image", BENCHMARK_IMAGE.version, check=_pinned_image),
+        image=s.string("image", GENERATORS[load_generator].image, check=_pinned_image),
         llmperf_commit=s.string("llmperfCommit", LLMPERF_COMMIT.version, choices=llmperf_commits()) or LLMPERF_COMMIT.version,
         metrics_namespace=namespace or "",
         sampling_params=_sampling_params(s, output_tokens),
         seed=s.string("seed", None, choices=tuple(SEEDS)),
         metric_dimensions=s.string("metricDimensions", "names", choices=METRIC_DIMENSION_STYLES) or "names",
     )
+
+
+def _level_problem(kind: str, value: Any) -> str | None:
+    if kind == "concurrency":
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        return None if ok else f"{value!r} is not a positive integer (requests in flight)"
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    return None if ok else f"{value!r} is not a positive number (requests per second)"
+
+
+def _levels(s: _Section, kind: str) -> tuple[Level, ...] | None:
+    """One level, or a sorted list of them; None (after saying why, by key) when invalid."""
+    value = s.raw[kind]
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        s.problem(kind, "is an empty list: give one level, or several in ascending order (e.g. [1, 2, 4, 8])")
+        return None
+    problems = [p for v in values if (p := _level_problem(kind, v))]
+    if problems:
+        s.problem(kind, "; ".join(problems))
+        return None
+    if values != sorted(set(values)):
+        s.problem(kind, f"{values} is not in ascending order without repeats (e.g. [1, 2, 4, 8])")
+        return None
+    return tuple(Level(kind, v) for v in values)
+
+
+def _parse_loads(s: _Section, max_num_seqs: int | None, study: bool) -> tuple[str, tuple[Level, ...]]:
+    """The generator's name and the load levels; the defaults where a problem was recorded."""
+    name = s.raw.get("loadGenerator")
+    if name is None:
+        name = DEFAULT_GENERATOR
+    elif name not in GENERATORS:
+        s.problem("loadGenerator", f"{name!r} is not one of {', '.join(sorted(GENERATORS))}")
+        name = DEFAULT_GENERATOR
+    given = [kind for kind in LOAD_KINDS if s.raw.get(kind) is not None]
+    if len(given) > 1:
+        s.problem(given[-1], f"{' and '.join('benchmark.' + k for k in given)} are both given: a run holds a "
+                             "concurrency or a request rate, not both")
+        return name, DEFAULT_LOAD
+    if not given:
+        return name, DEFAULT_LOAD
+    kind, = given
+    levels = _levels(s, kind)
+    if levels is None:
+        return name, DEFAULT_LOAD
+    if kind not in GENERATORS[name].load_kinds:
+        able = " or ".join(sorted(n for n, g in GENERATORS.items() if kind in g.load_kinds))
+        s.problem(kind, f"{GENERATORS[name].title} cannot hold a {kind}" + (f"; loadGenerator {able} can" if able else ""))
+    if kind == "concurrency" and max_num_seqs and levels[-1].value > max_num_seqs:
+        s.problem(kind, f"{levels[-1].value} exceeds serving.maxNumSeqs {max_num_seqs}; extra requests would queue and skew latency")
+    if study and len(levels) > 1:
+        s.problem(kind, f"{len(levels)} levels beside a study: a study measures each configuration against its baseline "
+                        "at one load level (benchmark/tuner.py); give one")
+    return name, levels
 
 
 def _check_metric_dimensions(benchmark: BenchmarkSettings, variants: list[Variant], problems: list[tuple[str, str]]) -> None:

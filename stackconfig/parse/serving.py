@@ -15,12 +15,13 @@ from ..engines import (
     ENGINES,
     KV_SEGMENT_SIZES,
     METHOD_DRAFT_KIND,
+    PLACEMENTS,
     SINGLE_SHOT_PREFILL_MAX,
     image_sdk,
     neuron_config_fields,
     sdk_text,
 )
-from ..model import BenchmarkSettings, CapacitySettings, ServingSettings, Variant
+from ..model import BenchmarkSettings, CapacitySettings, ServingSettings, StudySettings, Variant
 from ..semantics import engine_failures
 from ..server import LINUX_CAPABILITIES, NEVER_ADDED, RESERVED_ENVIRONMENT
 from ..store import UNPINNED_REVISION
@@ -28,6 +29,26 @@ from .reader import _DNS_LABEL, _pinned_image, _Section
 
 UNKNOWN_MODEL = ModelInfo("", gated=False, params_billion=0)
 """Stands in for a model id already reported as unknown, so parsing can go on collecting problems."""
+
+
+def _check_placements(keys: list[str], variants: list[Variant], capacity: CapacitySettings, study: StudySettings | None,
+                      problems: list[tuple[str, str]]) -> None:
+    """A variant that runs several servers (stackconfig/engines/ EngineInfo.servers): those that
+    share a node (placement same-node) must fit on it together, and no study's tuner scales it."""
+    shape = INSTANCE_SHAPES.get(capacity.instance_type)
+    for key, variant in zip(keys, variants):
+        if variant.engine not in ENGINES or len(variant.servers) < 2:
+            continue
+        for node in sorted({server.node for server in variant.servers}):
+            together = [server for server in variant.servers if server.node == node]
+            if shape and len(together) > 1 and sum(server.devices for server in together) > shape.neuron_devices:
+                needs = " + ".join(f"{server.part} {server.devices}" for server in together)
+                problems.append((f"{key}.placement", f"{variant.placement}: its servers need {needs} devices on one node; a "
+                                                     f"{capacity.instance_type} has {shape.neuron_devices} (separate-node, "
+                                                     "or fewer devices: serving.devicesPerVariant)"))
+        if study is not None:
+            problems.append((key, f"a study's tuner scales one server per variant; this {variant.engine} variant runs "
+                                  f"{len(variant.servers)} (measure it in a stack without a study)"))
 
 
 def _check_engine_wide(serving: ServingSettings, benchmark: BenchmarkSettings, variants: list[Variant],
@@ -182,8 +203,10 @@ def _environment(s: _Section) -> dict[str, str]:
     return {k: v for k, v in environment.items() if isinstance(v, str) and k not in RESERVED_ENVIRONMENT}
 
 
+ENGINE_VARIANT_KEYS = frozenset(k for engine in ENGINES.values() for k in engine.variant_keys)
+"""Variant keys some engine reads (EngineInfo.variant_keys): placement, speculationLength."""
 VARIANT_KEYS = {"name", "role", "target", "baseline", "draft", "numSpeculativeTokens", "draftMaxModelLen", "speculationMethod",
-                "quantization", "weightsPath", "engine", "image", "neuronConfig"}
+                "quantization", "weightsPath", "engine", "image", "neuronConfig", *ENGINE_VARIANT_KEYS}
 
 
 SPECULATION_KEYS = ("draft", "numSpeculativeTokens", "draftMaxModelLen", "speculationMethod")
@@ -212,6 +235,11 @@ def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: Ser
         draft_len = s.integer("draftMaxModelLen", None, low=128)
         method = s.string("speculationMethod", None, choices=tuple(METHOD_DRAFT_KIND))
         quantization = s.string("quantization", "none", choices=("none", "fp8"))
+        placement = s.string("placement", "same-node", choices=PLACEMENTS) or "same-node"
+        speculation_length = s.integer("speculationLength", None, low=2, high=SPECULATIVE_TOKENS_RANGE[1] + 1)
+        for name in sorted(ENGINE_VARIANT_KEYS & set(s.raw) - (rules.variant_keys if rules else set())):
+            readers = [e for e, info in ENGINES.items() if name in info.variant_keys]
+            s.problem(name, f"is read by the {' and '.join(readers)} engine only; this variant runs on {engine}")
         if "weightsPath" in s.raw:
             s.problem("weightsPath", "is no longer needed: the program prepares every model in the store itself, FP8 rescaled "
                                      "for Neuron included (docs/models.md, 'Models prepared once'); remove it")
@@ -286,6 +314,8 @@ def _parse_variants(entries: list[tuple[str, Any]], problems: list, serving: Ser
                 target_revision=revisions.get(target or serving.target or "", UNPINNED_REVISION),
                 draft_revision=revisions.get(draft or "", UNPINNED_REVISION),
                 neuron_config_extra=_neuron_config(s, "neuronConfig", engine) if rules else {},
+                placement=placement,
+                speculation_length=speculation_length,
             )
         )
     return variants
@@ -369,8 +399,11 @@ def _resolve_baselines(variants: list[Variant], keys: list[str], problems: list[
         elif baseline is not None and (baseline not in baselines or baseline == variant.name):
             problems.append((f"{key}.baseline", f"{baseline!r} is not another baseline variant; baselines: {', '.join(baselines) or 'none'}"))
             baseline = None
-        if baseline is not None and by_name[baseline].engine != variant.engine:
+        compared_with = (ENGINES[variant.engine].compared_with or variant.engine) if variant.engine in ENGINES else variant.engine
+        if baseline is not None and by_name[baseline].engine != compared_with:
             problems.append((f"{key}.engine", f"{variant.engine} differs from its baseline {baseline!r}'s "
-                                                          f"{by_name[baseline].engine}; compare like with like"))
+                                                          f"{by_name[baseline].engine}; compare like with like"
+                                                          + (f" (a {variant.engine} variant is compared with a {compared_with} baseline)"
+                                                             if compared_with != variant.engine else "")))
         resolved.append(replace(variant, baseline=baseline))
     return resolved

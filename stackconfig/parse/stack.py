@@ -29,6 +29,7 @@ from .reader import ConfigError, _raise_if, _Section
 from .serving import (
     SERVING_KEYS,
     _check_engine_wide,
+    _check_placements,
     _engine_problems,
     _parse_serving,
     _parse_variants,
@@ -107,6 +108,7 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
         for key, variant in zip(keys, variants):
             if variant.engine in ENGINES:  # else reported: serving.engine
                 problems += [(f"{key}.{name}", message) for name, message in ENGINES[variant.engine].check_variant(variant)]
+    _check_placements(keys, variants, capacity, study, problems)
     _check_metric_dimensions(benchmark, variants, problems)
     _check_dashboard_metrics(variants, study, problems)
     _check_engine_wide(serving, benchmark, variants, problems)

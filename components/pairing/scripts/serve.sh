@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Start one vLLM variant on Neuron, from what the model store holds. This script only reads the store
+# Start one server of a variant on Neuron (vLLM, or a distributed target or draft server:
+# $SERVER_PROGRAM with this script's arguments, stackconfig/server.py), from what the model store holds. This script only reads the store
 # (S3 through Mountpoint, mounted read-only); it never writes to it.
 #
 # Weights: each prepared model (stackconfig/store.py) is waited for until its preparation Job has
@@ -13,7 +14,7 @@
 # The store's file names and this script's own markers are declared once (modelstore/layout.py) and
 # rendered beside this script as store-layout.sh (components/pairing/serving.py).
 set -euo pipefail
-: "${ARTIFACT_DIR:?}" "${STAGING_DIR:?}" "${COMPILE_DIR:?}" "${VLLM_PORT:?}" "${WEIGHTS_STORE:?}" "${WEIGHTS_DIR:?}"
+: "${ARTIFACT_DIR:?}" "${STAGING_DIR:?}" "${COMPILE_DIR:?}" "${VLLM_PORT:?}" "${WEIGHTS_STORE:?}" "${WEIGHTS_DIR:?}" "${SERVER_PROGRAM:?}"
 source "$(dirname "${BASH_SOURCE[0]}")/store-layout.sh"
 : "${FILES_DIR:?}" "${WEIGHTS_MARKER:?}" "${COMMIT_FILE:?}" "${COMPLETE_FILE:?}" "${LOCAL_COMPLETE:?}" "${LOCAL_RESTORED:?}"
 COPY_PARALLEL=${COPY_PARALLEL:-16}
@@ -80,7 +81,7 @@ fi
 
 if [ -f "$COMPILE_DIR/$LOCAL_COMPLETE" ]; then
   echo "compiled artifacts already on this node: $COMPILE_DIR"
-  exec vllm "$@"
+  exec "$SERVER_PROGRAM" "$@"
 fi
 source=$(committed_set)
 if [ -n "$source" ]; then
@@ -88,12 +89,12 @@ if [ -n "$source" ]; then
   fresh_dir "$COMPILE_DIR"
   parallel_copy "$source" "$COMPILE_DIR"
   touch "$COMPILE_DIR/$LOCAL_RESTORED" "$COMPILE_DIR/$LOCAL_COMPLETE"
-  exec vllm "$@"
+  exec "$SERVER_PROGRAM" "$@"
 fi
 
 echo "no committed compiled set at $ARTIFACT_DIR: compiling into $COMPILE_DIR (can take hours); it is published once /health answers"
 fresh_dir "$COMPILE_DIR"
-vllm "$@" &
+"$SERVER_PROGRAM" "$@" &
 server=$!
 trap 'kill -TERM "$server" 2>/dev/null || true' TERM INT
 until healthy; do

@@ -21,8 +21,10 @@ import statistics
 from pathlib import Path
 from typing import Any, Callable
 
-from . import acceptance
-from .results import CaseResult, RequestResult, list_runs, load_case, load_run, percentile
+from benchmark import acceptance
+from benchmark.acceptance import acceptance_figures
+from benchmark.loadgen import Level, generator
+from benchmark.results import CaseResult, RequestResult, list_runs, load_case, load_run, percentile
 
 QUANTILES = ("p50", "p90", "p99")
 REQUEST_FIGURES: dict[str, Callable[[RequestResult], float | None]] = {
@@ -64,27 +66,10 @@ def token_source(ok: list[RequestResult]) -> str:
     return f"server usage for {counted} of {len(ok)} requests"
 
 
-def acceptance_figures(case: CaseResult, k: int | None, ok: list[RequestResult]) -> dict[str, Any]:
-    """Tokens per target step (implied, every variant: ~1 for a baseline), the acceptance rate it
-    implies for an SD variant, and the server's counters where it exposes them."""
-    counted = [r for r in ok if r.output_tokens is not None]
-    per_step = acceptance.tokens_per_step([r.output_tokens for r in counted], [r.content_chunks for r in counted])
-    figures: dict[str, Any] = {"tokens_per_step_implied": per_step, "acceptance_rate_implied": None}
-    if k and per_step is not None:
-        figures["acceptance_rate_implied"] = acceptance.implied_acceptance(per_step, k)
-    specdecode = case.specdecode or {}
-    if "before" in specdecode and "after" in specdecode:
-        counters = acceptance.from_counters(acceptance.counter_deltas(specdecode["before"], specdecode["after"]))
-    else:
-        counters = {"acceptance_rate": None, "note": specdecode.get("error", "not scraped")}
-    figures["counters"] = counters
-    return figures
-
-
 def llmperf_figures(case: CaseResult) -> dict[str, Any]:
     summary = case.llmperf_summary or {}
     return {
-        "exit_code": case.case.get("exitCode"), "error": case.case.get("llmperfError"),
+        "exit_code": case.case.get("exitCode"), "error": case.case.get(generator(case.case.get("generator")).error_key),
         "thread_deaths": case.case.get("threadDeaths", 0),
         "completed": summary.get("results_num_completed_requests"),
         "itl_p50_s": summary.get("results_inter_token_latency_s_quantiles_p50"),
@@ -174,13 +159,41 @@ def leviathan(sd: dict[str, Any], variant: dict[str, Any]) -> dict[str, Any] | N
             "speedup_bound": acceptance.leviathan_speedup(a, k, c)}
 
 
+def sweep_levels(run: dict[str, Any]) -> list[Level]:
+    """A sweep's levels, ascending; [] for a run of one level (run.json lists its levels since runs
+    could have several; one written before has none)."""
+    levels = [Level.from_dict(load) for load in run.get("loads") or []]
+    return levels if len(levels) > 1 else []
+
+
+def sweep_cases(run: dict[str, Any]) -> dict[str, tuple[str, str | None]]:
+    """The run's cases as the report keys them, each (test case, level folder): a run of one level
+    keys them by test case; a sweep by "<test case>/<level>" (e.g. "counting/concurrency-4"),
+    levels in ascending order under each test case."""
+    levels = sweep_levels(run)
+    if not levels:
+        return {test_case: (test_case, None) for test_case in run["testCases"]}
+    return {f"{test_case}/{level.slug}": (test_case, level.slug) for test_case in run["testCases"] for level in levels}
+
+
+def sweep(run: dict[str, Any]) -> dict[str, Any] | None:
+    """What the load-sweep plots need: the kind of load, its levels, and each test case's keys in
+    the run's cases, level by level (None for a run of one level)."""
+    levels = sweep_levels(run)
+    if not levels:
+        return None
+    return {"kind": levels[0].kind, "levels": [level.value for level in levels],
+            "cases": {test_case: [f"{test_case}/{level.slug}" for level in levels] for test_case in run["testCases"]}}
+
+
 def compare_run(results_dir: Path, run_id: str) -> dict[str, Any]:
     run = load_run(results_dir, run_id)
     sampling = (run.get("shape") or {}).get("samplingParams", {})
     by_name = {v["name"]: v for v in run["variants"]}
+    keys = sweep_cases(run)
     cases: dict[str, Any] = {}
-    for test_case in run["testCases"]:
-        loaded = {v["name"]: load_case(results_dir, run_id, v["name"], test_case) for v in run["variants"]}
+    for key, (test_case, level) in keys.items():
+        loaded = {v["name"]: load_case(results_dir, run_id, v["name"], test_case, level) for v in run["variants"]}
         figures = {v["name"]: case_figures(loaded[v["name"]], v) for v in run["variants"]}
         for variant in run["variants"]:
             # Every variant that names a baseline is compared with it: an SD variant with the
@@ -202,10 +215,14 @@ def compare_run(results_dir: Path, run_id: str) -> dict[str, Any]:
                 comparison["leviathan"] = leviathan(current, variant)
                 comparison["lossless"] = lossless(loaded[variant["name"]], loaded[variant["baseline"]], sampling)
             current["vs_baseline"] = comparison
-        cases[test_case] = figures
-    return {**{k: run.get(k) for k in ("stack", "status", "reason", "startedAt", "finishedAt", "shape", "seed",
-                                       "llmperfCommit")},
-            "variants": run["variants"], "testCases": run["testCases"], "cases": cases}
+        cases[key] = figures
+    compared = {**{k: run.get(k) for k in ("stack", "status", "reason", "startedAt", "finishedAt", "shape", "seed",
+                                           "llmperfCommit")},
+                "variants": run["variants"], "testCases": {key: run["testCases"][tc] for key, (tc, _) in keys.items()},
+                "cases": cases}
+    if (levels := sweep(run)) is not None:
+        compared.update(loadGenerator=run.get("loadGenerator"), sweep=levels)
+    return compared
 
 
 def build(results_dir: Path) -> dict[str, Any]:
