@@ -263,8 +263,8 @@ def cold_path(spec: StackSpec, measured: dict[str, Figure] | None = None) -> lis
         Step("publish", publish_gib, _transfer_minutes(publish_gib, PUBLISHER_UPLOAD), PUBLISHER_UPLOAD.source),
         Step("benchmark", None, benchmark_minutes(spec, measured),
              f"{cases * len(spec.variants)} cases x {b.requests_per_test_case} requests x {b.output_tokens} output tokens at "
-             f"{' to '.join(dict.fromkeys([spread[0], spread[-1]]))} ms per token (the estimate's terms), {b.describe_loads()}, "
-             f"+ {LOAD_GENERATOR_START.value:.0f} s to start each case (assumed)"),
+             f"{' to '.join(dict.fromkeys([spread[0], spread[-1]]))} ms per token (the estimate's terms) "
+             f"and {LOAD_GENERATOR_START.value:.0f} s (assumed) to start each, {b.describe_loads()}"),
     ]
 
 
