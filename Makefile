@@ -8,12 +8,12 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 INFERENCE_PERF_VENV ?= .venv-inference-perf
 PYTHON312 ?= python3.12
-export STACK RUN BUCKET PREVIEW JSON SKIP_PREFLIGHT ALLOW_OPEN_ENDPOINT PY PYTHON VENV FAULTS INFERENCE_PERF_VENV PYTHON312
+export STACK RUN BUCKET PREVIEW PREVIOUS JSON SKIP_PREFLIGHT ALLOW_OPEN_ENDPOINT PY PYTHON VENV FAULTS INFERENCE_PERF_VENV PYTHON312
 
 .PHONY: help setup test lint scan mutate plan plan-all lock rehearse preflight up destroy sweep benchmark results
 
 help: ## list the targets
-	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] | make plan-all | make lint | make test | make scan | make mutate"
+	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] [PREVIOUS=<report.json|tuning.json>] | make plan-all | make lint | make test | make scan | make mutate"
 	@echo "              make rehearse STACK=<s> [FAULTS=a,b]"
 	@echo "Real account: make preflight STACK=<s> [JSON=1] | make up STACK=<s> [SKIP_PREFLIGHT=1] [ALLOW_OPEN_ENDPOINT=1] | make benchmark STACK=<s>"
 	@echo "              make results STACK=<s> [RUN=<run id>] [BUCKET=<bucket>] | make sweep STACK=<s> | make destroy STACK=<s>"
@@ -88,8 +88,8 @@ mutate: $(VENV)/.installed-mutate ## mutation testing of stackconfig/, benchmark
 	"$$VENV/bin/mutmut" run --max-children "$$MUTATE_JOBS"
 	"$$PY" -m tools.mutation_score
 
-plan: setup ## what `pulumi up` would create, offline: STACK=<s> [PREVIEW=1]
-	@"$$PY" -m tools plan --stack "$$STACK" $${PREVIEW:+--preview}
+plan: setup ## what `pulumi up` would create, offline: STACK=<s> [PREVIEW=1] [PREVIOUS=<a run's report.json or tuning.json>]
+	@"$$PY" -m tools plan --stack "$$STACK" $${PREVIEW:+--preview} $${PREVIOUS:+--previous "$$PREVIOUS"}
 
 plan-all: setup ## plan every stack
 	@"$$PY" -m tools plan-all

@@ -26,6 +26,7 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _ensure_event_loop, _sync_await
 
 from . import fakes
+from .collector import collector_paused
 
 ROOT_STACK_TYPE = "pulumi:pulumi:Stack"
 SECRET_PLACEHOLDER = "[secret]"
@@ -381,7 +382,8 @@ def run_program(project: str, stack: str, config: dict[str, Any], secret_keys: l
     )
     SETTINGS.rpc_manager.clear()
     SETTINGS.outputs.clear()
-    _sync_await(run_pulumi_func(program))
+    with collector_paused():
+        _sync_await(run_pulumi_func(program))
     root = pulumi.runtime.get_root_resource()
     raw, secret = {}, []
     if root is not None and getattr(root, "outputs", None):

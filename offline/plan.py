@@ -24,9 +24,10 @@ from stackconfig import ConfigError, PlatformSpec, StackSpec
 from stackconfig.engines import ENGINES
 from stackconfig.server import compiled_set_gib, node_cache_gib
 from stackconfig.store import unpinned
-from stackconfig.timeline import cold_path, describe, study_modes
+from stackconfig.timeline import Figure, PreviousRunError, cold_path, describe, measured_seconds_per_token, study_modes, terms
 from stackconfig.versions import KARPENTER, NEURON_HELM_CHART_VERSION, stack_addons
 
+from .collector import paused_then_frozen
 from .engine import Recording
 from .stacks import PROJECT_DIR, load_stack, run_stack, stack_argument, stack_names
 
@@ -84,7 +85,7 @@ def platform_lines(platform: PlatformSpec, reference: str | None) -> list[str]:
     return lines
 
 
-def pairing_lines(spec: StackSpec) -> list[str]:
+def pairing_lines(spec: StackSpec, measured: dict[str, Figure] | None = None) -> list[str]:
     lines = ["Pairing:", f"  namespace          {spec.namespace}", f"  node pool          {spec.node_pool_name}", "",
              "Derived sizes:"]
     shape = spec.capacity.shape
@@ -134,11 +135,20 @@ def pairing_lines(spec: StackSpec) -> list[str]:
         lines.append(f"  unpinned           {', '.join(unpinned(spec.prepared_models))}: prepared from main as it is when first "
                      f"prepared; pin them with `make lock STACK={spec.stack}`")
     lines += ["", "Cold path (estimates; each step logs the rate it reaches):"]
-    for step in cold_path(spec):
+    for step in cold_path(spec, measured):
         lines.append(f"  {step.name:<10} {describe(step):<32} {step.assumes}")
+    lines += terms_lines(spec, measured)
     if spec.study:
-        lines += study_lines(spec)
+        lines += study_lines(spec, measured)
     return lines
+
+
+def terms_lines(spec: StackSpec, measured: dict[str, Figure] | None = None) -> list[str]:
+    """The estimate's inputs as a table: term, value, source (stackconfig/timeline.py terms)."""
+    rows = [("term", "value", "source")] + [(t.name, t.value, t.source) for t in terms(spec, measured)]
+    width = [max(len(row[i]) for row in rows) for i in (0, 1)]
+    return ["", "Estimate terms (a previous run's measured TPOT with `--previous`; else published; else assumed):"] + [
+        f"  {name:<{width[0]}}  {value:<{width[1]}}  {source}" for name, value, source in rows]
 
 
 def _server(variant, selector: dict[str, str]):
@@ -146,7 +156,7 @@ def _server(variant, selector: dict[str, str]):
     return next(s for s in variant.servers if selector.get("sd-trn2/server") == s.part)
 
 
-def study_lines(spec: StackSpec) -> list[str]:
+def study_lines(spec: StackSpec, measured: dict[str, Figure] | None = None) -> list[str]:
     """The study's configurations and what each mode costs (stackconfig/timeline.py study_modes)."""
     study = spec.study
     sd = [v for v in spec.variants if v.is_speculative]
@@ -156,17 +166,16 @@ def study_lines(spec: StackSpec) -> list[str]:
                f"TPOT <= {study.tpot_target_ms} ms" if study.tpot_target_ms else ""]
     lines.append(f"  goodput            {' and '.join(t for t in targets if t) or 'no targets (study.ttftTargetMs, study.tpotTargetMs)'}")
     lines.append(f"  tuner scales       {', '.join(f'vllm-{v.name}' for v in spec.tuned_servers) or 'nothing: every server is up'}")
-    for estimate in study_modes(spec):
+    for estimate in study_modes(spec, measured):
         chosen = " (this stack)" if estimate.mode == study.mode else ""
-        cost = [estimate.usd(h) for h in (estimate.first_hours, estimate.repeat_hours)]
-        money = (f", ~${cost[0]:,.0f} / ~${cost[1]:,.0f} in trn2 node time" if cost[0] is not None else "")
-        lines.append(f"  {estimate.mode + chosen:<18} {estimate.nodes} trn2 node(s), ~{estimate.first_hours:,.1f} h first run "
-                     f"(compiles, upper bound) / ~{estimate.repeat_hours:,.1f} h once compiled{money}")
+        lines.append(f"  {estimate.mode + chosen:<18} {estimate.nodes} trn2 node(s), {estimate.cost(estimate.first_hours)} first run "
+                     f"(compiles, upper bound) / {estimate.cost(estimate.repeat_hours)} once compiled (trn2 node time)")
         lines.append(f"  {'':<18} {estimate.terms}")
     return lines
 
 
-def summary(spec: StackSpec | PlatformSpec, recording: Recording, notes: list[str]) -> str:
+def summary(spec: StackSpec | PlatformSpec, recording: Recording, notes: list[str],
+            measured: dict[str, Figure] | None = None) -> str:
     kind = "platform" if isinstance(spec, PlatformSpec) else ("shared pairing" if spec.shared else "standalone pairing")
     lines = [f"Plan for stack {spec.stack} (project {spec.project}, {kind})", ""]
     if isinstance(spec, PlatformSpec):
@@ -174,7 +183,7 @@ def summary(spec: StackSpec | PlatformSpec, recording: Recording, notes: list[st
         lines.append(f"  cost while up      ~${spec.approximate_usd_per_hour:,.2f}/hour (system nodes, NAT gateway, control "
                      f"plane; approximate list prices)")
     else:
-        lines += platform_lines(spec.platform, spec.platform_reference) + [""] + pairing_lines(spec)
+        lines += platform_lines(spec.platform, spec.platform_reference) + [""] + pairing_lines(spec, measured)
     components = [r for r in recording.resources if r.type.startswith("sdtrn2:")]
     lines += ["", f"Components ({len(components)}):"]
     lines += [f"  {r.type:<40} {r.name}" for r in sorted(components, key=lambda r: (r.type, r.name))]
@@ -189,11 +198,19 @@ def summary(spec: StackSpec | PlatformSpec, recording: Recording, notes: list[st
 
 
 def main(argv: list[str] | None = None) -> int:
+    with paused_then_frozen():  # a plan lives until written; the process ends soon after (offline/collector.py)
+        return plan(argv)
+
+
+def plan(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools plan", description=__doc__)
     parser.add_argument("--stack", required=True, type=stack_argument, help=f"one of: {', '.join(stack_names())}")
     parser.add_argument("--out", type=Path, help="default: build/plan, or build/preview with --preview")
     parser.add_argument("--preview", action="store_true",
                         help="run as `pulumi preview` does: values a provider computes at create time are unknown")
+    parser.add_argument("--previous", type=Path, metavar="REPORT_JSON",
+                        help="a previous run's report.json or tuning.json (`make results`): its measured time per "
+                             "output token replaces the published or assumed one in the estimate")
     args = parser.parse_args(argv)
     root = args.out or PROJECT_DIR / "build" / ("preview" if args.preview else "plan")
     out_dir = root / args.stack
@@ -202,15 +219,32 @@ def main(argv: list[str] | None = None) -> int:
         clear_plan(out_dir, root)
         stack_input = load_stack(args.stack)
         spec = stack_input.spec()
+        measured = previous_run(args.previous, spec)
         recording = run_stack(stack_input, preview=args.preview)
-    except (PlanFolderError, FileNotFoundError, ConfigError, pulumi.RunError) as error:
+    except (PlanFolderError, FileNotFoundError, ConfigError, PreviousRunError, pulumi.RunError) as error:
         # RunError: what the program refuses at deploy time (no zone offers the instance type).
         print(error, file=sys.stderr)
         return 2
     write_plan(recording, out_dir)
-    print(summary(spec, recording, stack_input.notes))
+    print(summary(spec, recording, stack_input.notes, measured))
     print(f"\nWrote {out_dir.relative_to(PROJECT_DIR) if out_dir.is_relative_to(PROJECT_DIR) else out_dir}")
     return 0
+
+
+def previous_run(path: Path | None, spec: StackSpec | PlatformSpec) -> dict[str, Figure] | None:
+    """The measured time per output token of the stack's variants in a previous run's report."""
+    if path is None:
+        return None
+    try:
+        report = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise PreviousRunError(f"--previous {path}: not a JSON report ({error})") from error
+    measured = measured_seconds_per_token(report, str(path))
+    variants = [v.name for v in spec.variants] if isinstance(spec, StackSpec) else []
+    if not set(measured) & set(variants):
+        raise PreviousRunError(f"--previous {path}: measures {', '.join(sorted(measured))}, none of the stack's variants "
+                               f"({', '.join(variants) or 'a platform stack has none'})")
+    return measured
 
 
 def plan_all(argv: list[str] | None = None) -> int:

@@ -350,6 +350,12 @@ class BenchmarkSettings:
             return f"at {values} requests/s"
         return f"{values} at a time" if len(self.loads) == 1 else f"at concurrency {values}"
 
+    @property
+    def load_levels(self) -> int:
+        """Load levels each test case is measured at (`loads`): the one place the study's estimate
+        (stackconfig/timeline.py) counts them, so a load list multiplies the cases there."""
+        return len(self.loads)
+
 
 @dataclass(frozen=True)
 class GridPoint:

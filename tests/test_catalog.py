@@ -52,3 +52,14 @@ def test_karpenter_ephemeral_storage_by_its_own_arithmetic(instance_type, gib):
 def test_karpenter_allocatable_by_its_own_arithmetic(instance_type, pods, memory_mib, cpu_millicores):
     shape = INSTANCE_SHAPES[instance_type]
     assert (shape.max_pods, shape.allocatable_memory_mib, shape.allocatable_cpu_millicores) == (pods, memory_mib, cpu_millicores)
+
+
+def test_the_regions_validation_knows_are_botocores_own_answer():
+    """stackconfig/catalog.py known_regions reads botocore's endpoint data without importing its
+    session: botocore itself must list the same regions for EKS."""
+    import botocore.session
+
+    from stackconfig.catalog import known_regions
+
+    assert known_regions() == tuple(sorted(botocore.session.get_session().get_available_regions("eks")))
+    assert "us-east-2" in known_regions() and "cn-north-1" not in known_regions()

@@ -78,7 +78,8 @@ def test_a_closed_output_pipe_ends_quietly():
 def test_make_variables_never_reach_a_shell(tmp_path):
     make = shutil.which("make", path="/usr/local/bin:/usr/bin:/bin")
     marker = tmp_path / "pwned"
-    done = subprocess.run([make, "--no-print-directory", "plan", f"STACK=x;touch {marker}", "PREVIEW=1;touch " + str(marker)],
+    done = subprocess.run([make, "--no-print-directory", "plan", f"STACK=x;touch {marker}", "PREVIEW=1;touch " + str(marker),
+                           f"PREVIOUS=$(touch {marker})"],
                           cwd=PROJECT_DIR, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and not marker.exists()
     assert "'x;touch " in done.stderr and "is not a stack name" in done.stderr

@@ -1,4 +1,5 @@
 """`make plan`: files, determinism, redaction and the exit code on bad config."""
+import gc
 import json
 import subprocess
 import sys
@@ -27,6 +28,7 @@ def test_plan_writes_resources_and_is_deterministic(tmp_path, capsys):
     assert any("aliases" in e for e in entries)
     out = capsys.readouterr().out
     assert "trn2 nodes" in out and "TP 4" in out and "placeholder" in out
+    assert gc.isenabled()  # the plan pauses the collector (offline/collector.py) and gives it back
     for manifest in (tmp_path / "a" / stack / "manifests").glob("*.yaml"):
         assert manifest.read_bytes() == (tmp_path / "b" / stack / "manifests" / manifest.name).read_bytes()
 

@@ -3,18 +3,19 @@
     provisioning  ~25 min: the first `pulumi up` (docs/operations.md, "Watching it come up": 20-25 minutes)
     start         the slowest variant's startup budget (stackconfig/model.py
                   Variant.startup_budget_seconds: download + compile + load, 3-12 h), an upper bound
-    benchmark     test cases x requests x variants, each request output tokens x 50 ms, run
-                  at every load level (stackconfig/model.py BenchmarkSettings.seconds)
+    benchmark     test cases x requests x variants (x repeats of a study), each request's output
+                  tokens at the variant's time per output token, `concurrency` at a time, and the
+                  load generator's start per case (stackconfig/timeline.py benchmark_minutes, the
+                  plan's cold path: each figure published, or assumed and labelled so)
 
-50 ms per output token: stackconfig/timeline.py says why. The result is an estimate and is labelled
-one wherever it is shown.
+The result is an estimate and is labelled one wherever it is shown.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from stackconfig import StackSpec
-from stackconfig.timeline import SECONDS_PER_OUTPUT_TOKEN
+from stackconfig.timeline import benchmark_minutes
 
 PROVISIONING_HOURS = 25 / 60
 
@@ -35,11 +36,8 @@ class RunEstimate:
 
 
 def run_estimate(spec: StackSpec) -> RunEstimate:
-    b = spec.benchmark
-    requests = len(b.test_cases) * b.requests_per_test_case * len(spec.variants)
-    benchmark_seconds = b.seconds(requests, SECONDS_PER_OUTPUT_TOKEN)
     return RunEstimate(
         provisioning_hours=PROVISIONING_HOURS,
         startup_hours=max(v.startup_budget_seconds for v in spec.variants) / 3600,
-        benchmark_hours=benchmark_seconds / 3600,
+        benchmark_hours=benchmark_minutes(spec) / 60,
     )
