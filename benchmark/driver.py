@@ -260,10 +260,11 @@ def wait_ready(variants: list[dict], hooks: Hooks) -> None:
 
 
 def run_record(config: dict, run_id: str) -> dict[str, Any]:
+    load_generator = run_generator(config)
     return {"runId": run_id, "status": "running", "reason": None, "startedAt": utc_now(), "finishedAt": None,
             "cases": [], **{k: config[k] for k in ("stack", "shape", "testCases", "variants", "seed", "llmperfCommit")},
-            "dimensions": config.get("dimensions"), "loadGenerator": run_generator(config).name,
-            "loads": [level.as_dict() for level in run_levels(config)]}
+            "dimensions": config.get("dimensions"), "loadGenerator": load_generator.name,
+            "loadGeneratorPin": load_generator.pin(config), "loads": [level.as_dict() for level in run_levels(config)]}
 
 
 class Progress:

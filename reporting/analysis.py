@@ -218,10 +218,12 @@ def compare_run(results_dir: Path, run_id: str) -> dict[str, Any]:
         cases[key] = figures
     compared = {**{k: run.get(k) for k in ("stack", "status", "reason", "startedAt", "finishedAt", "shape", "seed",
                                            "llmperfCommit")},
+                # The generator and its pin, where the run recorded them (the report's header).
+                **{k: run[k] for k in ("loadGenerator", "loadGeneratorPin") if k in run},
                 "variants": run["variants"], "testCases": {key: run["testCases"][tc] for key, (tc, _) in keys.items()},
                 "cases": cases}
     if (levels := sweep(run)) is not None:
-        compared.update(loadGenerator=run.get("loadGenerator"), sweep=levels)
+        compared.update(sweep=levels)
     return compared
 
 

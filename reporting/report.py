@@ -19,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from benchmark.loadgen import generator
+
 from . import analysis, seedcompare
 
 GiB = 1024 ** 3
@@ -53,10 +55,23 @@ def _counts(f: dict[str, Any]) -> str:
     return text + " **SHORT**" if f["short"] else text
 
 
-def _flags(name: str, f: dict[str, Any]) -> list[str]:
+def generator_title(run: dict[str, Any]) -> str:
+    """The title of the load generator that ran (a run recorded before runs named theirs ran LLMPerf)."""
+    return generator(run.get("loadGenerator")).title
+
+
+def generator_and_pin(run: dict[str, Any]) -> str:
+    """The generator that ran and what it ran at, as the run recorded them; a run recorded before
+    runs named their generator ran LLMPerf at its llmperfCommit."""
+    pin = run.get("loadGeneratorPin") or (run.get("llmperfCommit") if "loadGenerator" not in run else None)
+    return f"{generator_title(run)} {str(pin)[:12] if pin else '(not recorded)'}"
+
+
+def _flags(name: str, f: dict[str, Any], title: str) -> list[str]:
+    """What to read with care in a variant's case; `title` names the load generator that ran."""
     flags, llmperf = [], f["llmperf"]
     if llmperf["exit_code"] not in (None, 0):
-        flags.append(f"- **{name}: LLMPerf failed** (exit {llmperf['exit_code']}): `{llmperf['error']}`")
+        flags.append(f"- **{name}: {title} failed** (exit {llmperf['exit_code']}): `{llmperf['error']}`")
     elif llmperf["thread_deaths"]:
         flags.append(f"- **{name}: LLMPerf lost {llmperf['thread_deaths']} worker thread(s)** (`{llmperf['error']}`); "
                      f"it recorded {llmperf['completed']} request(s), the proxy {f['completed']} completed and {f['failed']} failed")
@@ -120,7 +135,7 @@ def _case_tables(run: dict[str, Any], figures: dict[str, Any]) -> list[str]:
         lines.append(f"| {v['name']} ({v['role']}) | {where} ({t['status']}) | {number(t['utilization_mean_pct'], suffix='%')} / "
                      f"{number(t['utilization_max_pct'], suffix='%')} | {number(t['memory_mean_bytes'], 1 / GiB, 1, ' GiB')} / "
                      f"{number(t['memory_max_bytes'], 1 / GiB, 1, ' GiB')} |")
-    flags = [flag for v in variants for flag in _flags(v["name"], figures[v["name"]])]
+    flags = [flag for v in variants for flag in _flags(v["name"], figures[v["name"]], generator_title(run))]
     flags += [_unlike_decoding(v["name"], figures[v["name"]]["vs_baseline"], run) for v in variants
               if (figures[v["name"]].get("vs_baseline") or {}).get("unlike_decoding")]
     return lines + ([""] + flags if flags else [])
@@ -175,7 +190,7 @@ def _summary(run: dict[str, Any]) -> list[str]:
             mean = math.exp(statistics.fmean(math.log(x) for x in values)) if values else None
             cells.append(f"{mean:.2f}x ({min(values):.2f}x to {max(values):.2f}x; {len(values)} of {len(cases)} cases)"
                          if values else "n/a")
-        flagged = [t for t in cases if any(_flags(n, run["cases"][t][n]) for n in (v["name"], v["baseline"]))]
+        flagged = [t for t in cases if any(_flags(n, run["cases"][t][n], generator_title(run)) for n in (v["name"], v["baseline"]))]
         lines.append(f"| {v['name']} | {v['baseline']} | {cells[0]} | {cells[1]} | {', '.join(flagged) or 'none'} |")
     return lines + [""]
 
@@ -190,7 +205,7 @@ def markdown(report: dict[str, Any]) -> str:
             lines += [f"**{run['reason']}**", ""]
         lines += [f"{shape.get('inputTokens')} input / {shape.get('outputTokens')} output tokens, concurrency "
                   f"{shape.get('concurrency')}, {shape.get('requestsPerTestCase')} requests per test case, sampling "
-                  f"{json.dumps(shape.get('samplingParams'))}, LLMPerf {str(run.get('llmperfCommit'))[:12]}; "
+                  f"{json.dumps(shape.get('samplingParams'))}, {generator_and_pin(run)}; "
                   f"started {run.get('startedAt')}, finished {run.get('finishedAt') or 'not yet'}.", ""]
         if run.get("sweep"):
             lines += [_sweep_line(run), ""]
@@ -214,7 +229,7 @@ SWEEP_PANELS = (("tpot_s", "TPOT p50 (ms)", 1000), ("ttft_s", "TTFT p50 (ms)", 1
 def _sweep_line(run: dict[str, Any]) -> str:
     sweep = run["sweep"]
     levels = ", ".join(f"{level:g}" for level in sweep["levels"])
-    return (f"Load sweep by {run.get('loadGenerator')}: {sweep['kind']} {levels}; each test case below is measured at "
+    return (f"Load sweep by {generator_title(run)}: {sweep['kind']} {levels}; each test case below is measured at "
             f"every level (`<test case>/<level>`); {SWEEP_CHART} plots TPOT, TTFT and throughput against load, and the speedup.")
 
 
@@ -255,7 +270,7 @@ def sweep_chart(run_id: str, run: dict[str, Any], path: Path) -> None:
             axis.set_xticks(levels)
             axis.grid(alpha=0.3)
             axis.legend(fontsize=7)
-    figure.suptitle(f"{run.get('stack')} run {run_id} ({run.get('status')}): load sweep by {run.get('loadGenerator')}")
+    figure.suptitle(f"{run.get('stack')} run {run_id} ({run.get('status')}): load sweep by {generator_title(run)}")
     figure.tight_layout()
     figure.savefig(path)
     plt.close(figure)

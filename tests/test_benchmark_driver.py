@@ -749,7 +749,8 @@ def test_run_json_from_its_first_upload_to_its_last(tmp_path, llmperf, monkeypat
                         "finishedAt": None, "cases": [], "stack": "qwen3-32b-qwen3-1.7b", "shape": cfg["shape"],
                         "testCases": cfg["testCases"], "variants": cfg["variants"], "seed": "003",
                         "llmperfCommit": "f1d6bed47e4501b0e371082b41601b59ab55269f", "dimensions": cfg["dimensions"],
-                        "loadGenerator": "llmperf", "loads": [{"concurrency": 4}]}
+                        "loadGenerator": "llmperf", "loadGeneratorPin": "f1d6bed47e4501b0e371082b41601b59ab55269f",
+                        "loads": [{"concurrency": 4}]}
     assert [len(s["cases"]) for s in saved] == [0, 1, 2, 3, 4, 4]
     # Where the run is, after each case: i of N, the time it has run, the ETA at its pace.
     assert [(s.get("progress") or {}).get("done") for s in saved] == [None, 1, 2, 3, 4, 4]

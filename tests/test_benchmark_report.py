@@ -433,7 +433,7 @@ EXPECTED_MARKDOWN = "\n".join([
     '',
     '**the benchmark Job was deleted**',
     '',
-    'None input / None output tokens, concurrency None, None requests per test case, sampling null, LLMPerf None; started None, finished not yet.',
+    'None input / None output tokens, concurrency None, None requests per test case, sampling null, LLMPerf (not recorded); started None, finished not yet.',
     '',
     ""]).replace("{SOURCES}", report.SOURCES)
 

@@ -62,7 +62,7 @@ def test_a_dummy_generator_registers_without_touching_any_other_module(monkeypat
         outcome=lambda stderr: {"dummyError": None}, error_key="dummyError", describe=lambda code, facts: "",
         own_results=lambda folder: (None, []), output_name="dummy", image="example.com/dummy:1.0",
         lock="requirements-dummy.lock",
-        setup_flags=lambda commit, deps: [], sends_sampling_params=False)
+        setup_flags=lambda commit, deps: [], sends_sampling_params=False, pin=lambda config: "1.0")
     monkeypatch.setitem(loadgen.GENERATORS, "dummy", dummy)
     benchmark = parse(with_edits(SMALL, {"benchmark.loadGenerator": "dummy", "benchmark.rate": [1, 3]})).benchmark
     assert (benchmark.load_generator, benchmark.loads) == ("dummy", (Level("rate", 1), Level("rate", 3)))

@@ -101,3 +101,6 @@ class LoadGenerator:
     folder the lock is installed into (beside --dest, the generator's folder, and the tokenizer's flags)."""
     sends_sampling_params: bool
     """Whether its requests carry the run's sampling parameters; if not, the proxy adds them."""
+    pin: Callable[[dict[str, Any]], str]
+    """What it runs at, given the run's config (a commit, a version): run.json records it as
+    loadGeneratorPin, and the report's header prints it beside the generator's title."""

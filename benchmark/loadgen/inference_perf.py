@@ -35,8 +35,7 @@ from .base import Case, Invocation, LoadGenerator
 from .llmperf import PROMPT_LINES
 
 NAME = "inference-perf"
-VERSION = "0.7.0"
-"""The pin (benchmark/requirements-inference-perf.in)."""
+LOCK = "requirements-inference-perf.lock"
 CONFIG_FILE = "inference-perf-config.json"
 """Written to the case folder; inference-perf reads it with yaml.safe_load, which reads JSON."""
 CORPUS_FILE = "corpus.txt"
@@ -53,6 +52,13 @@ mirrors the official images): inference-perf requires Python >= 3.12 (its 0.7.0 
 Requires-Python), and requirements-inference-perf.lock was resolved for 3.12 on manylinux_2_28
 (bookworm's glibc is 2.36)."""
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*$")
+
+
+def locked_version(config: dict[str, Any]) -> str:
+    """Its version as its lock pins it (the lock is beside benchmark/'s modules, in the pod too:
+    benchmark/pod.py pod_code), whatever the run's config says."""
+    lock = (Path(__file__).resolve().parent.parent / LOCK).read_text()
+    return re.search(rf"^{re.escape(NAME)}==(\S+)", lock, re.MULTILINE).group(1)
 
 
 def fixed(tokens: int) -> dict[str, Any]:
@@ -136,7 +142,8 @@ def own_results(folder: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any
 GENERATOR = LoadGenerator(
     name=NAME, title="inference-perf", load_kinds=("concurrency", "rate"), invocation=invocation, prompts=prompts,
     outcome=outcome, error_key="generatorError", describe=describe, own_results=own_results,
-    output_name="inference-perf", image=IMAGE, lock="requirements-inference-perf.lock",
-    setup_flags=lambda commit, deps: ["--link-installed", f"{deps}/{PROGRAM}"], sends_sampling_params=False)
+    output_name="inference-perf", image=IMAGE, lock=LOCK,
+    setup_flags=lambda commit, deps: ["--link-installed", f"{deps}/{PROGRAM}"], sends_sampling_params=False,
+    pin=locked_version)
 
 

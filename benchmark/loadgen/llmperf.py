@@ -126,4 +126,5 @@ def own_results(folder: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any
 GENERATOR = LoadGenerator(
     name=NAME, title="LLMPerf", load_kinds=("concurrency",), invocation=invocation, prompts=prompts,
     outcome=outcome, error_key="llmperfError", describe=describe, own_results=own_results, output_name="llmperf",
-    image=IMAGE, lock="requirements-pod.lock", setup_flags=lambda commit, deps: ["--commit", commit], sends_sampling_params=True)
+    image=IMAGE, lock="requirements-pod.lock", setup_flags=lambda commit, deps: ["--commit", commit], sends_sampling_params=True,
+    pin=lambda config: config["llmperfCommit"])
