@@ -25,7 +25,7 @@ from . import analysis, seedcompare
 
 GiB = 1024 ** 3
 SOURCES = (
-    "Sources: **proxy** = timed by the measuring proxy beside LLMPerf in the benchmark pod; **server** = token "
+    "Sources: **proxy** = timed by the measuring proxy beside {generators} in the benchmark pod; **server** = token "
     "counts from the server's usage chunk; **/metrics** = the server's speculative-decoding counters (before/after "
     "the case); **implied** = from streamed chunks, assuming one chunk per target step; **LLMPerf** = LLMPerf's own "
     "summary, for reference only (its inter-token latency is per chunk and includes TTFT; its token counts are a "
@@ -35,6 +35,7 @@ SOURCES = (
     "Implied acceptance and the Leviathan bound's a are the per-token rate that would give the tokens per step "
     "observed if draft tokens were accepted independently (Leviathan et al.); /metrics' acceptance is accepted / "
     "drafted tokens, lower when acceptance comes in runs.")
+"""What every figure's source means; {generators}: the load generators of the report's runs (sources())."""
 
 
 def number(value: float | None, scale: float = 1.0, digits: int = 1, suffix: str = "") -> str:
@@ -58,6 +59,12 @@ def _counts(f: dict[str, Any]) -> str:
 def generator_title(run: dict[str, Any]) -> str:
     """The title of the load generator that ran (a run recorded before runs named theirs ran LLMPerf)."""
     return generator(run.get("loadGenerator")).title
+
+
+def sources(report: dict[str, Any]) -> str:
+    """SOURCES, naming the load generators of the report's runs (a report of no run: the default's)."""
+    titles = dict.fromkeys(generator_title(run) for run in report["runs"].values()) or [generator(None).title]
+    return SOURCES.format(generators=" or ".join(titles))
 
 
 def generator_and_pin(run: dict[str, Any]) -> str:
@@ -196,7 +203,7 @@ def _summary(run: dict[str, Any]) -> list[str]:
 
 
 def markdown(report: dict[str, Any]) -> str:
-    lines = ["# Speculative decoding benchmark", "", SOURCES, ""]
+    lines = ["# Speculative decoding benchmark", "", sources(report), ""]
     for run_id, run in report["runs"].items():
         shape = run.get("shape") or {}
         status = STATUS_WORDS.get(run.get("status") or "", str(run.get("status")))
@@ -211,7 +218,7 @@ def markdown(report: dict[str, Any]) -> str:
             lines += [_sweep_line(run), ""]
         lines += _summary(run)
         for test_case, prompt in run["testCases"].items():
-            lines += [f"### {test_case}", "", f"Prompt: {json.dumps(prompt) if prompt is not None else 'LLMPerf sonnets'}", ""]
+            lines += [f"### {test_case}", "", f"Prompt: {json.dumps(prompt) if prompt is not None else generator(run.get('loadGenerator')).own_text}", ""]
             lines += _case_tables(run, run["cases"][test_case]) + [""]
         if run.get("seedComparison"):
             lines += _seed_section(run["seedComparison"])

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import acceptance
+from benchmark.loadgen import generator
 from benchmark.results import STUDY_FILE, load_case, study_run_id
 
 from . import analysis
@@ -82,7 +83,8 @@ def case_entry(results_dir: Path, study: dict, variant: dict, test_case: str, ru
     f = analysis.case_figures(case, variant)
     usable = not case.short and case.case.get("exitCode") == 0 and f["tpot_s"]["p50"] and f["e2e_s"]["p50"]
     entry: dict[str, Any] = {"usable": bool(usable), "completed": f["completed"], "asked": f["asked"],
-                             "exit_code": case.case.get("exitCode"), "label": label}
+                             "exit_code": case.case.get("exitCode"), "label": label,
+                             "generator": generator(case.case.get("generator")).title}
     if usable:
         specdecode = case.specdecode or {}
         deltas = (acceptance.counter_deltas(specdecode["before"], specdecode["after"])
@@ -236,7 +238,7 @@ def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]
         if variants[name]["baseline"] in failed:
             bases[name] = {t: {} for t in test_cases}
     # Short or crashed cases, the baseline's measured beside each configuration included, each once.
-    short = {f"{name} / {t} / {e['label']}: {e['completed']} of {e['asked']} completed, LLMPerf exit {e['exit_code']}": None
+    short = {f"{name} / {t} / {e['label']}: {e['completed']} of {e['asked']} completed, {e['generator']} exit {e['exit_code']}": None
              for name, by_case in [*figures.items(), *((variants[n]["baseline"], b) for n, b in bases.items())]
              for t, repeats in by_case.items() for e in repeats.values() if not e["usable"]}
     excluded = dropped + list(short)

@@ -435,7 +435,7 @@ EXPECTED_MARKDOWN = "\n".join([
     '',
     'None input / None output tokens, concurrency None, None requests per test case, sampling null, LLMPerf (not recorded); started None, finished not yet.',
     '',
-    ""]).replace("{SOURCES}", report.SOURCES)
+    ""]).replace("{SOURCES}", report.SOURCES.format(generators="LLMPerf"))
 
 
 def test_the_report_lays_out_every_figure_source_and_flag_exactly():
@@ -443,7 +443,7 @@ def test_the_report_lays_out_every_figure_source_and_flag_exactly():
 
 
 def test_an_empty_report_says_so():
-    assert report.markdown({"runs": {}}) == f"# Speculative decoding benchmark\n\n{report.SOURCES}\n\nNo runs found.\n"
+    assert report.markdown({"runs": {}}) == f"# Speculative decoding benchmark\n\n{report.SOURCES.format(generators='LLMPerf')}\n\nNo runs found.\n"
 
 
 def test_a_variant_without_node_lossless_check_or_counters():

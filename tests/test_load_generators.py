@@ -59,6 +59,7 @@ def test_a_dummy_generator_registers_without_touching_any_other_module(monkeypat
     the kinds of load it holds, and refuses the others, naming it."""
     dummy = LoadGenerator(
         name="dummy", title="Dummy", load_kinds=("rate",), invocation=lambda case: None, prompts=lambda work_dir: None,
+        own_text="Dummy's text",
         outcome=lambda stderr: {"dummyError": None}, error_key="dummyError", describe=lambda code, facts: "",
         own_results=lambda folder: (None, []), output_name="dummy", image="example.com/dummy:1.0",
         lock="requirements-dummy.lock",

@@ -81,6 +81,8 @@ class LoadGenerator:
     prompts: Callable[[Path], AbstractContextManager[Callable[[str | None], None]]]
     """Around a run: gives the function that makes a test case's prompt (None: the generator's own
     text) the one the generator draws from, and leaves its installation as found afterwards."""
+    own_text: str
+    """How the report names the generator's own text, what a test case without a prompt is given."""
     outcome: Callable[[str], dict[str, Any]]
     """What the generator's stderr says about how it ended, kept in case.json; `error_key` among them."""
     error_key: str

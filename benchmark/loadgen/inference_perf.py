@@ -141,6 +141,7 @@ def own_results(folder: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any
 
 GENERATOR = LoadGenerator(
     name=NAME, title="inference-perf", load_kinds=("concurrency", "rate"), invocation=invocation, prompts=prompts,
+    own_text="inference-perf's Shakespeare",
     outcome=outcome, error_key="generatorError", describe=describe, own_results=own_results,
     output_name="inference-perf", image=IMAGE, lock=LOCK,
     setup_flags=lambda commit, deps: ["--link-installed", f"{deps}/{PROGRAM}"], sends_sampling_params=False,

@@ -124,7 +124,7 @@ def own_results(folder: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any
 
 
 GENERATOR = LoadGenerator(
-    name=NAME, title="LLMPerf", load_kinds=("concurrency",), invocation=invocation, prompts=prompts,
+    name=NAME, title="LLMPerf", load_kinds=("concurrency",), invocation=invocation, prompts=prompts, own_text="LLMPerf sonnets",
     outcome=outcome, error_key="llmperfError", describe=describe, own_results=own_results, output_name="llmperf",
     image=IMAGE, lock="requirements-pod.lock", setup_flags=lambda commit, deps: ["--commit", commit], sends_sampling_params=True,
     pin=lambda config: config["llmperfCommit"])
