@@ -61,9 +61,9 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'loa
     ({"benchmark.testCases": "x"}, [("benchmark.testCases", "must be an object, got 'x'")]),
     ({"benchmark.testCases": {"Not A Label": "x", "ok": "", "ok2": 5, "ok3": None, "ok4": "  ", 7: "x", "a" * 33: "x"}}, [
         ("benchmark.testCases.Not A Label", "test case names must be lowercase DNS labels (they become the TestCase dimension)"),
-        ("benchmark.testCases.ok", "prompt must be a non-empty string, or null for LLMPerf's own sonnets"),
-        ("benchmark.testCases.ok2", "prompt must be a non-empty string, or null for LLMPerf's own sonnets"),
-        ("benchmark.testCases.ok4", "prompt must be a non-empty string, or null for LLMPerf's own sonnets"),
+        ("benchmark.testCases.ok", "prompt must be a non-empty string, or null for the load generator's own text (LLMPerf sonnets, inference-perf's Shakespeare)"),
+        ("benchmark.testCases.ok2", "prompt must be a non-empty string, or null for the load generator's own text (LLMPerf sonnets, inference-perf's Shakespeare)"),
+        ("benchmark.testCases.ok4", "prompt must be a non-empty string, or null for the load generator's own text (LLMPerf sonnets, inference-perf's Shakespeare)"),
         ("benchmark.testCases.7", "test case names must be lowercase DNS labels (they become the TestCase dimension)"),
         ("benchmark.testCases." + "a" * 33, "test case names must be lowercase DNS labels (they become the TestCase dimension)")]),
     ({"benchmark.testCases": {f"c{i}": "x" for i in range(63)}},

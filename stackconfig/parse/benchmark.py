@@ -46,7 +46,8 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings, study_vi
         if not isinstance(case_slug, str) or not _DNS_LABEL.match(case_slug):
             s.problem(f"testCases.{case_slug}", "test case names must be lowercase DNS labels (they become the TestCase dimension)")
         if prompt is not None and (not isinstance(prompt, str) or not prompt.strip()):
-            s.problem(f"testCases.{case_slug}", "prompt must be a non-empty string, or null for LLMPerf's own sonnets")
+            s.problem(f"testCases.{case_slug}", "prompt must be a non-empty string, or null for the load generator's own text ("
+                                                  f"{', '.join(g.own_text for g in GENERATORS.values())})")
     if test_cases == {}:
         s.problem("testCases", "needs at least one test case")
     header, per_case = STUDY_DASHBOARD_WIDGETS if study_view else (0, 0)
