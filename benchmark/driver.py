@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from . import acceptance
+from . import acceptance, pod
 from .loadgen import Case, Invocation, Level, LoadGenerator, generator
 from .proxy import RECORDS_FILE, MeasuringProxy
 from .publish import case_metric_data, dimension_values, telemetry_metric_data
@@ -237,8 +237,8 @@ def run_generator(config: dict) -> LoadGenerator:
 
 
 def level_folder(config: dict, level: Level) -> str | None:
-    """Where a level's cases go under a test case: a folder per level in a sweep, none for one level."""
-    return level.slug if len(run_levels(config)) > 1 else None
+    """Where a level's cases go under a test case (benchmark/pod.py level_folder)."""
+    return pod.level_folder(run_levels(config), level)
 
 
 def collect_telemetry(hooks: Hooks, variant: dict, test_case: str, out: Path, placement: dict,

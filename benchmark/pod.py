@@ -5,9 +5,9 @@ build the Job from these facts; validation (stackconfig/parse/) checks config ag
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Sequence
 
-from .loadgen import DEFAULT_GENERATOR, GENERATORS
+from .loadgen import DEFAULT_GENERATOR, GENERATORS, Level
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 POD_MODULES = tuple(sorted(path.relative_to(PACKAGE_DIR).as_posix() for path in PACKAGE_DIR.rglob("*.py")))
@@ -43,6 +43,18 @@ SAMPLE_VARIANT_VALUES = {"baseline": "Base", "sd": "SD"}
 SAMPLE_SONNETS_VALUE = "__SHAKESPEARE__"
 CLOUDWATCH_DIMENSION_VALUE_MAX = 1024
 """CloudWatch: a dimension value is 1 to 1024 characters (PutMetricData, Dimension.Value)."""
+
+
+def level_folder(levels: Sequence[Level], level: Level) -> str | None:
+    """Where a level's cases go under a test case (benchmark/results.py case_dir): a folder per
+    level in a sweep, none for one level."""
+    return level.slug if len(levels) > 1 else None
+
+
+def test_case_value(value: str, folder: str | None) -> str:
+    """The TestCase value a case is published under: a sweep's level folder follows the test
+    case's value after a "/", so levels are never pooled."""
+    return f"{value}/{folder}" if folder else value
 
 
 def metric_dimensions(style: str, variants: Iterable[tuple[str, str]], test_cases: Mapping[str, str | None]) -> dict[str, dict[str, str]]:

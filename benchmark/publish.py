@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .acceptance import acceptance_figures
+from .pod import test_case_value
 from .results import CaseResult, RequestResult, list_runs, load_case, load_run
 
 # CloudWatch PutMetricData limits (docs/facts.md, "CloudWatch").
@@ -75,11 +76,11 @@ def datums(name: str, variant: str, test_case: str, values: list[float], timesta
 
 def dimension_values(run: dict[str, Any], variant: str, test_case: str, level: str | None = None) -> tuple[str, str]:
     """The Variant and TestCase values a (variant, test case) is published under: the run config's
-    "dimensions" (benchmark/pod.py metric_dimensions), else the names themselves. A sweep's level
-    (results.py case_dir) follows the test case's value after a "/", so levels are never pooled."""
+    "dimensions" (benchmark/pod.py metric_dimensions), else the names themselves; a sweep's level
+    folder follows the test case's (benchmark/pod.py test_case_value)."""
     dimensions = run.get("dimensions") or {}
-    case_value = dimensions.get("TestCase", {}).get(test_case, test_case)
-    return dimensions.get("Variant", {}).get(variant, variant), f"{case_value}/{level}" if level else case_value
+    return (dimensions.get("Variant", {}).get(variant, variant),
+            test_case_value(dimensions.get("TestCase", {}).get(test_case, test_case), level))
 
 
 def case_metric_data(case: CaseResult, variant: dict[str, Any], timestamp: datetime,

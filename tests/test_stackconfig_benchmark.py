@@ -77,6 +77,11 @@ BENCHMARK_KEYS = ("['concurrency', 'image', 'inputTokens', 'llmperfCommit', 'loa
                                        "variant; this stack has 3 variants"),
         ("benchmark.testCases.a", "with metricDimensions eks-sample the prompt is the TestCase value, at most 1024 characters; it has 1026"),
         ("benchmark.testCases", "b, c publish under the same TestCase 'x_' with metricDimensions eks-sample")]),
+    # A sweep publishes each level under "<TestCase value>/<level>": the longest must fit too.
+    ({"benchmark.metricDimensions": "eks-sample", "benchmark.loadGenerator": "inference-perf", "benchmark.rate": [0.5, 2],
+      "benchmark.testCases": {"a": "x" * 1016, "b": "y" * 1015}},
+     [("benchmark.testCases.a", "with metricDimensions eks-sample the prompt is the TestCase value, at most 1024 characters; it has "
+                                "1025 with the longest load level it is published under ('/rate-0.5' follows it)")]),
     ({"benchmark.inputTokens": 0}, [("benchmark.inputTokens", "0 is outside >= 1")]),
     ({"benchmark.inputTokens": None}, [("benchmark.inputTokens", "is required (an integer)")]),
     ({"benchmark.outputTokens": 1}, [("benchmark.outputTokens", "1 is outside >= 2")]),

@@ -18,7 +18,9 @@ from benchmark.pod import (
     RESERVED_SAMPLING_KEYS,
     SAMPLE_TEST_CASES,
     STUDY_DASHBOARD_WIDGETS,
+    level_folder,
     metric_dimensions,
+    test_case_value,
 )
 from benchmark.podsetup import llmperf_commits
 from reporting.seeds import SEEDS
@@ -151,10 +153,15 @@ def _check_metric_dimensions(benchmark: BenchmarkSettings, variants: list[Varian
         problems.append(("benchmark.metricDimensions", "eks-sample publishes Variant SD or Base, so it needs exactly one baseline "
                                                        f"and one sd variant; this stack has {len(variants)} variants"))
     values = metric_dimensions("eks-sample", [], benchmark.test_cases)["TestCase"]
+    # A sweep publishes each level under the test case's value and its level folder: the longest must fit.
+    folder = max((level_folder(benchmark.loads, level) or "" for level in benchmark.loads), key=len, default="") or None
     for case, value in values.items():
-        if len(value) > CLOUDWATCH_DIMENSION_VALUE_MAX:
+        published = test_case_value(value, folder)
+        if len(published) > CLOUDWATCH_DIMENSION_VALUE_MAX:
+            level = f" with the longest load level it is published under ('{published[len(value):]}' follows it)" if folder else ""
             problems.append((f"benchmark.testCases.{case}", f"with metricDimensions eks-sample the prompt is the TestCase value, "
-                                                            f"at most {CLOUDWATCH_DIMENSION_VALUE_MAX} characters; it has {len(value)}"))
+                                                            f"at most {CLOUDWATCH_DIMENSION_VALUE_MAX} characters; it has "
+                                                            f"{len(published)}{level}"))
     for value in sorted({v for v in values.values() if list(values.values()).count(v) > 1}):
         cases = [c for c, v in values.items() if v == value]
         problems.append(("benchmark.testCases", f"{', '.join(cases)} publish under the same TestCase {value!r} with metricDimensions eks-sample"))
