@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from benchmark.pod import DASHBOARD_ROWS
+from benchmark.pod import DASHBOARD_ROWS, level_folder, test_case_value
 from stackconfig import StackSpec
 
 from .benchmark_access import benchmark_parent
@@ -56,6 +56,10 @@ def dashboard_body(spec: StackSpec, region: str) -> dict:
         "type": "text", "x": 0, "y": 0, "width": 24, "height": 3,
         "properties": {"markdown": f"## {spec.stack}: baseline vs speculative decoding, per test case\n{HEADER}"},
     }]
+    # A sweep publishes each level under its own TestCase value (benchmark/publish.py
+    # dimension_values): a widget draws every variant at every level.
+    loads = spec.benchmark.loads
+    levels = [(level_folder(loads, level), f" at {level.kind} {level.value:g}" if len(loads) > 1 else "") for level in loads]
     for case_index, test_case in enumerate(spec.benchmark.test_cases):
         for row_index, row in enumerate(DASHBOARD_ROWS):
             for column, (metrics, stat) in enumerate(row):
@@ -65,9 +69,9 @@ def dashboard_body(spec: StackSpec, region: str) -> dict:
                     "properties": {
                         "title": f"{test_case}: {' / '.join(metrics)} ({stat})",
                         "metrics": [[namespace, metric, "Variant", dimensions["Variant"][v.name],
-                                     "TestCase", dimensions["TestCase"][test_case],
-                                     {"label": f"{v.name} ({v.role}){' ' + metric if len(metrics) > 1 else ''}"}]
-                                    for metric in metrics for v in spec.variants],
+                                     "TestCase", test_case_value(dimensions["TestCase"][test_case], folder),
+                                     {"label": f"{v.name} ({v.role}){' ' + metric if len(metrics) > 1 else ''}{at}"}]
+                                    for metric in metrics for v in spec.variants for folder, at in levels],
                         "view": "bar", "stat": stat, "period": 3600, "region": region,
                     },
                 })

@@ -187,16 +187,19 @@ def _sampling_params(s: _Section, output_tokens: int | None) -> dict[str, Any]:
     return dict(params)
 
 
-def _check_dashboard_metrics(variants: list[Variant], study: StudySettings | None, problems: list[tuple[str, str]]) -> None:
+def _check_dashboard_metrics(benchmark: BenchmarkSettings, variants: list[Variant], study: StudySettings | None,
+                             problems: list[tuple[str, str]]) -> None:
     """No dashboard widget may query more than CloudWatch draws: the stack's rows put every
-    variant in each widget, once per metric of the widget; a study's view queries each compared
-    configuration and its baseline and divides them."""
-    widest = max(len(metrics) for row in DASHBOARD_ROWS for metrics, _ in row) * len(variants)
+    variant at every load level in each widget, once per metric of the widget; a study's view
+    queries each compared configuration and its baseline and divides them."""
+    levels = len(benchmark.loads)
+    widest = max(len(metrics) for row in DASHBOARD_ROWS for metrics, _ in row) * len(variants) * levels
     compared = [v for v in variants if v.is_speculative and v.baseline]
     study_view = 2 * len(compared) + len({v.baseline for v in compared}) if study is not None else 0
     needed = max(widest, study_view)
     if needed > DASHBOARD_METRICS_PER_WIDGET:
-        key = "study" if study is not None else "variants"
-        problems.append((key, f"{len(variants)} variants ({len(compared)} SD configurations) need {needed} metrics and expressions "
-                              f"in one dashboard widget; CloudWatch allows {DASHBOARD_METRICS_PER_WIDGET}: measure fewer "
-                              "configurations at once"))
+        key = "study" if study is not None else f"benchmark.{benchmark.loads[0].kind}" if levels > 1 else "variants"
+        at = f" at {levels} load levels" if levels > 1 else ""
+        problems.append((key, f"{len(variants)} variants ({len(compared)} SD configurations){at} need {needed} metrics and "
+                              f"expressions in one dashboard widget; CloudWatch allows {DASHBOARD_METRICS_PER_WIDGET}: measure "
+                              f"fewer configurations{' or load levels' if levels > 1 else ''} at once"))

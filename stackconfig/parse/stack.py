@@ -110,7 +110,7 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
                 problems += [(f"{key}.{name}", message) for name, message in ENGINES[variant.engine].check_variant(variant)]
     _check_placements(keys, variants, capacity, study, problems)
     _check_metric_dimensions(benchmark, variants, problems)
-    _check_dashboard_metrics(variants, study, problems)
+    _check_dashboard_metrics(benchmark, variants, study, problems)
     _check_engine_wide(serving, benchmark, variants, problems)
     gated = sorted({m for v in variants for m in v.gated_models})
     if gated and not raw.get(HUGGING_FACE_TOKEN_KEY):
