@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from .acceptance import acceptance_figures
-from .pod import test_case_value
-from .results import CaseResult, RequestResult, list_runs, load_case, load_run
+from .pod import level_folder, test_case_value
+from .results import CaseResult, RequestResult, list_runs, load_case, load_run, run_levels
 
 # CloudWatch PutMetricData limits (docs/facts.md, "CloudWatch").
 MAX_VALUES_PER_DATUM = 150
@@ -136,15 +136,17 @@ def publish_data(client: Any, namespace: str, data: list[dict[str, Any]]) -> int
 
 
 def run_metric_data(results_dir: Path, run_id: str) -> list[dict[str, Any]]:
-    """Every datum of a downloaded run, each case at the time it finished."""
+    """Every datum of a downloaded run, each case (a sweep's at every level) at the time it finished."""
     run = load_run(results_dir, run_id)
+    levels = run_levels(run)
+    folders = [level_folder(levels, level) for level in levels]
     data: list[dict[str, Any]] = []
     for variant in run["variants"]:
-        for test_case in run["testCases"]:
-            case = load_case(results_dir, run_id, variant["name"], test_case)
+        for test_case, folder in ((t, f) for t in run["testCases"] for f in folders):
+            case = load_case(results_dir, run_id, variant["name"], test_case, folder)
             if not case.case:
                 continue  # never ran (the run stopped before it)
-            dimensions = dimension_values(run, variant["name"], test_case)
+            dimensions = dimension_values(run, variant["name"], test_case, folder)
             data += case_metric_data(case, variant, datetime.fromtimestamp(case.case["finishedAt"], timezone.utc), dimensions)
             data += telemetry_metric_data(*dimensions, case.telemetry or {})
     return data

@@ -1,6 +1,7 @@
 """A load sweep publishes each level under `<TestCase value>/<level>` (benchmark/publish.py
-dimension_values): the dashboard queries exactly those values, and the rule on metrics per
-dashboard widget counts every level."""
+dimension_values): the dashboard queries exactly those values, the rule on metrics per dashboard
+widget counts every level, and a downloaded sweep is published again level by level."""
+import json
 from dataclasses import replace
 
 import pytest
@@ -12,6 +13,7 @@ from components.pairing.benchmark import run_config
 from components.pairing.dashboard import dashboard_body
 from offline.stacks import load_stack
 
+from .results_files import record, write_case, write_run
 from .stackconfig_helpers import SMALL, parse, problem_list, with_edits
 
 LOADS = (Level("concurrency", 1), Level("concurrency", 4))
@@ -59,3 +61,14 @@ def test_the_metrics_per_widget_rule_counts_every_level(monkeypatch):
     assert problem_list(with_edits(SMALL, {"benchmark.concurrency": [1, 2, 3, 4]})) == [
         ("benchmark.concurrency", "2 variants (1 SD configurations) at 4 load levels need 16 metrics and expressions in one "
                                   "dashboard widget; CloudWatch allows 15: measure fewer configurations or load levels at once")]
+
+
+def test_a_downloaded_sweep_is_published_again_at_every_level(tmp_path):
+    write_run(tmp_path, "r1", {"counting": "counting numbers from 1 "})
+    run_file = tmp_path / "r1" / "run.json"
+    run_file.write_text(json.dumps({**json.loads(run_file.read_text()), "loads": [level.as_dict() for level in LOADS]}))
+    for level in LOADS:
+        write_case(tmp_path, "r1", "sd", f"counting/{level.slug}", [record(ttft=0.05, e2e=2.0, tokens=100)])
+    data = publish.run_metric_data(tmp_path, "r1")
+    assert {tuple(d["Value"] for d in datum["Dimensions"]) for datum in data} == {
+        ("sd", "counting/concurrency-1"), ("sd", "counting/concurrency-4")}
