@@ -4,6 +4,7 @@ test servers, beside the LLMPerf stand-in against the same servers: the proxy's 
 agrees within 2 %, and a sweep of two concurrency levels is measured and compared level by level."""
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 
 from benchmark import driver
 from benchmark.loadgen import inference_perf
-from reporting import analysis
+from reporting import analysis, report
 
 from .fake_vllm import FakeVllm, Speculation
 from .local_tokenizer import write_tokenizer
@@ -83,3 +84,10 @@ def test_both_generators_tpot_at_the_proxy_agree_and_inference_perf_sweeps(tmp_p
     assert lossless["checked"] and lossless["compared"] == 4 and lossless["matching"] == 4
     case = tmp_path / "ip-results" / "run-2" / "sd" / "structured" / "concurrency-1"
     assert (case / inference_perf.CONFIG_FILE).exists() and (case / "summary_lifecycle_metrics.json").exists()
+    # The run recorded the version that ran (the one installed from the lock), and the report's
+    # header names it; the LLMPerf run's header names LLMPerf at its commit.
+    installed = subprocess.run([str(VENV / "bin" / "python"), "-c", "import importlib.metadata as m; print(m.version('inference-perf'))"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    assert with_inference_perf["loadGeneratorPin"] == swept["loadGeneratorPin"] == installed
+    assert f", inference-perf {installed}; " in report.markdown({"runs": {"run-2": swept}})
+    assert f", LLMPerf {config['llmperfCommit'][:12]}; " in report.markdown({"runs": {"run-1": measured}})
