@@ -56,7 +56,7 @@ _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*$")
 
 def locked_version(config: dict[str, Any]) -> str:
     """Its version as its lock pins it (the lock is beside benchmark/'s modules, in the pod too:
-    benchmark/pod.py pod_code), whatever the run's config says."""
+    benchmark/pod.py pod_code); no config key chooses it, so `config` is not read."""
     lock = (Path(__file__).resolve().parent.parent / LOCK).read_text()
     return re.search(rf"^{re.escape(NAME)}==(\S+)", lock, re.MULTILINE).group(1)
 
