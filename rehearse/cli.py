@@ -10,7 +10,7 @@ compiled sets, results), pods/<pod>/logs/ (each container's log), timeline.jsonl
 report.json (a study's: tuning.md and tuning.json; every report labelled as a rehearsal),
 outcomes.json (each fault's documented outcome, checked). Exit 0 when the run ended as it should (with faults: in each fault's documented outcome),
 1 when it did not, 2 on bad input (an unknown stack or fault, a stack the rehearsal cannot stand in
-for). docs/rehearsal.md says what this proves and what it does not.
+for, a --load-generator or --concurrency the stack's config refuses). docs/rehearsal.md says what this proves and what it does not.
 """
 from __future__ import annotations
 

@@ -212,6 +212,26 @@ def test_the_load_options_reach_the_rendered_benchmark(tmp_path):
     assert rehearsal.shape["loads"] == config["loads"]
 
 
+def test_a_sweeps_chart_is_shown_beside_the_rehearsals_report(tmp_path):
+    args = parse_args(["--stack", "qwen3-32b-qwen3-1.7b", "--load-generator", "inference-perf", "--concurrency", "1,2"])
+    spec, _ = checked_spec(args)
+    rehearsal = Rehearsal(args, spec, (), tmp_path)
+    rehearsal.shape = {"shape": {}, "testCases": ["counting"], "loads": [{"concurrency": 1}, {"concurrency": 2}]}
+    rehearsal.llmperf_note = "inference-perf from here"
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "report.md").write_text("the report\n")
+    (results / "report.json").write_text("{}")
+    rehearsal.label([])
+    assert "report-sweep.png" not in (tmp_path / "report.md").read_text()  # no sweep chart, none shown
+    (results / "report-sweep.png").write_bytes(b"a chart")
+    rehearsal.label([])
+    report = (tmp_path / "report.md").read_text()
+    assert "![the load sweep](report-sweep.png)" in report and (tmp_path / "report-sweep.png").read_bytes() == b"a chart"
+    assert 'loads [{"concurrency": 1}, {"concurrency": 2}]; load generator: inference-perf from here' in report
+    assert json.loads((tmp_path / "report.json").read_text())["rehearsal"]["loadGenerator"] == "inference-perf from here"
+
+
 def test_the_rendered_pairing_is_what_the_rehearsal_expects(tmp_path):
     """The plan's workloads, volumes and scripts as the rehearsal reads them: if the rendering
     moves (a new volume kind, the benchmark no longer running podsetup), this says so here."""
