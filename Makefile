@@ -8,13 +8,13 @@ PYTHON ?= python3
 PY     := $(VENV)/bin/python
 INFERENCE_PERF_VENV ?= .venv-inference-perf
 PYTHON312 ?= python3.12
-export STACK RUN BUCKET PREVIEW PREVIOUS JSON SKIP_PREFLIGHT ALLOW_OPEN_ENDPOINT PY PYTHON VENV FAULTS INFERENCE_PERF_VENV PYTHON312
+export STACK RUN BUCKET PREVIEW PREVIOUS JSON SKIP_PREFLIGHT ALLOW_OPEN_ENDPOINT PY PYTHON VENV FAULTS LOAD_GENERATOR CONCURRENCY INFERENCE_PERF_VENV PYTHON312
 
 .PHONY: help setup test lint scan mutate plan plan-all lock rehearse preflight up destroy sweep benchmark results
 
 help: ## list the targets
 	@echo "Offline:      make setup | make plan STACK=<s> [PREVIEW=1] [PREVIOUS=<report.json|tuning.json>] | make plan-all | make lint | make test | make scan | make mutate"
-	@echo "              make rehearse STACK=<s> [FAULTS=a,b]"
+	@echo "              make rehearse STACK=<s> [FAULTS=a,b] [LOAD_GENERATOR=inference-perf] [CONCURRENCY=1,2]"
 	@echo "Real account: make preflight STACK=<s> [JSON=1] | make up STACK=<s> [SKIP_PREFLIGHT=1] [ALLOW_OPEN_ENDPOINT=1] | make benchmark STACK=<s>"
 	@echo "              make results STACK=<s> [RUN=<run id>] [BUCKET=<bucket>] | make sweep STACK=<s> | make destroy STACK=<s>"
 	@echo "              make lock STACK=<s> [REFS=\"<model>=<ref> ...\"]"
@@ -99,8 +99,9 @@ lock: setup ## pin each model the stack serves to a hub commit: STACK=<s> [REFS=
 
 # The rehearsal (docs/rehearsal.md): the stack's rendered pods as local processes against vLLM on CPU,
 # in a virtualenv of its own (.venv-rehearse, rehearse/requirements.txt, built on first use).
-rehearse: setup ## run a stack's rendered pods here against vLLM on CPU: STACK=<s> [FAULTS=a,b]
-	@"$$PY" -m tools rehearse --stack "$$STACK" $${FAULTS:+--faults "$$FAULTS"}
+rehearse: setup ## run a stack's rendered pods here against vLLM on CPU: STACK=<s> [FAULTS=a,b] [LOAD_GENERATOR=<g>] [CONCURRENCY=1,2]
+	@"$$PY" -m tools rehearse --stack "$$STACK" $${FAULTS:+--faults "$$FAULTS"} $${LOAD_GENERATOR:+--load-generator "$$LOAD_GENERATOR"} \
+		$${CONCURRENCY:+--concurrency "$$CONCURRENCY"}
 
 preflight: setup ## read-only checks with your credentials: STACK=<s> [JSON=1]
 	@"$$PY" -m tools preflight --stack "$$STACK" $${JSON:+--json}

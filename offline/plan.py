@@ -13,6 +13,7 @@ import shutil
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pulumi
 import yaml
@@ -197,12 +198,14 @@ def summary(spec: StackSpec | PlatformSpec, recording: Recording, notes: list[st
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, overrides: dict[str, Any] | None = None) -> int:
+    """`overrides`: top-level stack keys replaced (stackconfig/source.py load_stack), as the rehearsal's
+    --load-generator and --concurrency change the stack's benchmark."""
     with paused_then_frozen():  # a plan lives until written; the process ends soon after (offline/collector.py)
-        return plan(argv)
+        return plan(argv, overrides)
 
 
-def plan(argv: list[str] | None) -> int:
+def plan(argv: list[str] | None, overrides: dict[str, Any] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools plan", description=__doc__)
     parser.add_argument("--stack", required=True, type=stack_argument, help=f"one of: {', '.join(stack_names())}")
     parser.add_argument("--out", type=Path, help="default: build/plan, or build/preview with --preview")
@@ -217,7 +220,7 @@ def plan(argv: list[str] | None) -> int:
     try:
         # First: a plan that then fails leaves no earlier plan behind to be mistaken for it.
         clear_plan(out_dir, root)
-        stack_input = load_stack(args.stack)
+        stack_input = load_stack(args.stack, overrides)
         spec = stack_input.spec()
         measured = previous_run(args.previous, spec)
         recording = run_stack(stack_input, preview=args.preview)

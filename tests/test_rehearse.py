@@ -29,7 +29,16 @@ from modelstore.hub import Hub
 from modelstore.layout import LOCAL_COMPLETE, LOCAL_RESTORED
 from offline.plan import write_plan
 from rehearse import engine, outcomes
-from rehearse.cli import PODSETUP_LINE, ROOT_CA_CONFIG_MAP, stand_in_problems
+from rehearse.cli import (
+    PODSETUP_LINE,
+    ROOT_CA_CONFIG_MAP,
+    Rehearsal,
+    benchmark_overrides,
+    checked_spec,
+    parse_args,
+    plan,
+    stand_in_problems,
+)
 from rehearse.faults import FAULTS, PUBLISHER_POLL_S, FaultError, parse_faults
 from rehearse.hub import LocalHub, Repository
 from rehearse.kube import Cluster, Workload, read_plan
@@ -159,6 +168,70 @@ def test_quantities_read_as_kubernetes_does():
 
 
 # -- what the plan rendered ---------------------------------------------------------------------------
+@pytest.mark.parametrize("args, message", [
+    (("--load-generator", "locust"), "--load-generator/--concurrency: "),
+    (("--concurrency", "2,1"), "--load-generator/--concurrency: "),
+    (("--concurrency", "1,1"), "--load-generator/--concurrency: "),
+    (("--concurrency", "0"), "--load-generator/--concurrency: "),
+    (("--concurrency", ""), "--concurrency '': whole numbers, comma-separated"),
+    (("--concurrency", "1,,2"), "--concurrency '1,,2': whole numbers, comma-separated"),
+])
+def test_a_load_generator_or_sweep_the_stack_config_refuses_exits_2_naming_the_option(args, message, run_cli):
+    result = run_cli("--stack", "qwen3-32b-qwen3-1.7b", *args)
+    assert result.returncode == 2 and message in result.stderr
+    if message.startswith("--load-generator/"):  # the stack config's own check says what is wrong
+        assert "benchmark." in result.stderr
+
+
+def test_without_the_load_options_the_stack_is_planned_as_it_is():
+    args = parse_args(["--stack", "qwen3-32b-qwen3-1.7b"])
+    assert benchmark_overrides(args) is None
+
+
+def test_the_load_options_reach_the_rendered_benchmark(tmp_path):
+    """--load-generator and --concurrency as the stack's benchmark keys: the plan renders the
+    benchmark pod for that generator (its lock, podsetup --link-installed) with the sweep's loads."""
+    args = parse_args(["--stack", "qwen3-32b-qwen3-1.7b", "--load-generator", "inference-perf", "--concurrency", "1,2"])
+    spec, _ = checked_spec(args)
+    assert (spec.benchmark.load_generator, [level.value for level in spec.benchmark.loads]) == ("inference-perf", [1, 2])
+    rendered = read_plan(plan(args.stack, tmp_path, args.overrides))
+    config = json.loads(next(data[RUN_CONFIG] for data in rendered.config_maps.values() if RUN_CONFIG in data))
+    assert (config["loadGenerator"], config["loads"]) == ("inference-perf", [{"concurrency": 1}, {"concurrency": 2}])
+    benchmark = next(w for w in rendered.workloads if w.name.startswith("llmperf"))
+    script = benchmark.pod["containers"][0]["command"][-1]
+    assert "--link-installed" in script and "benchmark/requirements-inference-perf.lock" in script
+    # The rehearsal's pod: the driver's dependencies from the 3.11 lock, podsetup's line replaced.
+    rehearsal = Rehearsal(args, spec, (), tmp_path)
+    rehearsed = rehearsal.benchmark_workload(benchmark, "a note").pod["containers"][0]["command"][-1]
+    assert "-r benchmark/requirements-inference-perf.lock" not in rehearsed and "benchmark/requirements-pod.lock" in rehearsed
+    assert not [line for line in rehearsed.split("\n") if line.startswith(PODSETUP_LINE)]
+    # Its small shape keeps the sweep (a sweep has no single concurrency) and says so in the report.
+    rehearsal.shaped(rendered)
+    shaped = json.loads(next(data[RUN_CONFIG] for data in rendered.config_maps.values() if RUN_CONFIG in data))
+    assert (shaped["loads"], shaped["shape"]["concurrency"]) == (config["loads"], None)
+    assert rehearsal.shape["loads"] == config["loads"]
+
+
+def test_a_sweeps_chart_is_shown_beside_the_rehearsals_report(tmp_path):
+    args = parse_args(["--stack", "qwen3-32b-qwen3-1.7b", "--load-generator", "inference-perf", "--concurrency", "1,2"])
+    spec, _ = checked_spec(args)
+    rehearsal = Rehearsal(args, spec, (), tmp_path)
+    rehearsal.shape = {"shape": {}, "testCases": ["counting"], "loads": [{"concurrency": 1}, {"concurrency": 2}]}
+    rehearsal.llmperf_note = "inference-perf from here"
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "report.md").write_text("the report\n")
+    (results / "report.json").write_text("{}")
+    rehearsal.label([])
+    assert "report-sweep.png" not in (tmp_path / "report.md").read_text()  # no sweep chart, none shown
+    (results / "report-sweep.png").write_bytes(b"a chart")
+    rehearsal.label([])
+    report = (tmp_path / "report.md").read_text()
+    assert "![the load sweep](report-sweep.png)" in report and (tmp_path / "report-sweep.png").read_bytes() == b"a chart"
+    assert 'loads [{"concurrency": 1}, {"concurrency": 2}]; load generator: inference-perf from here' in report
+    assert json.loads((tmp_path / "report.json").read_text())["rehearsal"]["loadGenerator"] == "inference-perf from here"
+
+
 def test_the_rendered_pairing_is_what_the_rehearsal_expects(tmp_path):
     """The plan's workloads, volumes and scripts as the rehearsal reads them: if the rendering
     moves (a new volume kind, the benchmark no longer running podsetup), this says so here."""
