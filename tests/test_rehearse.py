@@ -25,11 +25,13 @@ from moto.server import ThreadedMotoServer
 
 from benchmark import telemetry, tuner
 from benchmark.pod import RUN_CONFIG
+from benchmark.results import run_levels
 from modelstore.hub import Hub
 from modelstore.layout import LOCAL_COMPLETE, LOCAL_RESTORED
 from offline.plan import write_plan
 from rehearse import engine, outcomes
 from rehearse.cli import (
+    DEFAULT_SHAPE,
     PODSETUP_LINE,
     ROOT_CA_CONFIG_MAP,
     Rehearsal,
@@ -210,6 +212,20 @@ def test_the_load_options_reach_the_rendered_benchmark(tmp_path):
     shaped = json.loads(next(data[RUN_CONFIG] for data in rendered.config_maps.values() if RUN_CONFIG in data))
     assert (shaped["loads"], shaped["shape"]["concurrency"]) == (config["loads"], None)
     assert rehearsal.shape["loads"] == config["loads"]
+
+
+def test_without_the_load_options_the_driver_runs_the_shapes_concurrency(tmp_path):
+    """The stack's one level (concurrency 4 for this stack) is replaced by the small shape's in the
+    `loads` the driver runs (benchmark/results.py run_levels), not only in the shape the report shows."""
+    args = parse_args(["--stack", "qwen3-32b-qwen3-1.7b"])
+    spec, _ = checked_spec(args)
+    rendered = read_plan(plan(args.stack, tmp_path, args.overrides))
+    stack_config = json.loads(next(data[RUN_CONFIG] for data in rendered.config_maps.values() if RUN_CONFIG in data))
+    assert stack_config["loads"] != [{"concurrency": DEFAULT_SHAPE["concurrency"]}]
+    Rehearsal(args, spec, (), tmp_path).shaped(rendered)
+    shaped = json.loads(next(data[RUN_CONFIG] for data in rendered.config_maps.values() if RUN_CONFIG in data))
+    assert [level.as_dict() for level in run_levels(shaped)] == [{"concurrency": DEFAULT_SHAPE["concurrency"]}]
+    assert shaped["shape"]["concurrency"] == DEFAULT_SHAPE["concurrency"]
 
 
 def test_a_sweeps_chart_is_shown_beside_the_rehearsals_report(tmp_path):
