@@ -56,7 +56,7 @@ def test_make_plan_exits_2_and_removes_the_stale_plan(tmp_path, capsys, monkeypa
     assert plan.main(["--stack", stack, "--out", str(tmp_path)]) == 0
     assert (tmp_path / stack / "resources.json").exists()
     real_load = plan.load_stack
-    monkeypatch.setattr(plan, "load_stack", lambda name: real_load(name, {"aws:region": "us-west-2"}))
+    monkeypatch.setattr(plan, "load_stack", lambda name, overrides=None: real_load(name, {**(overrides or {}), "aws:region": "us-west-2"}))
     assert plan.main(["--stack", stack, "--out", str(tmp_path)]) == 2
     assert not (tmp_path / stack).exists()
     err = capsys.readouterr().err
