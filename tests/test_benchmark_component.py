@@ -250,6 +250,20 @@ def test_the_study_view_divides_each_baseline_by_its_configuration():
         assert widget["properties"]["stat"] == "p50" and widget["properties"]["setPeriodToTimeRange"] is True
 
 
+def test_a_study_at_several_load_levels_has_a_view_per_test_case_and_level():
+    """Each level is published under its own TestCase value (benchmark/publish.py): the study's
+    view queries that one, never pooling levels."""
+    from components.pairing.dashboard import study_widgets
+
+    raw = load_stack("qwen3-32b-study").config
+    spec = load_stack("qwen3-32b-study", {"sd-trn2:benchmark": {**raw["sd-trn2:benchmark"], "concurrency": [1, 4]}}).spec()
+    _, *per_case = study_widgets(spec, spec.region, top=500)
+    expected = [(t, f"{spec.metric_dimensions['TestCase'][t]}/concurrency-{c}") for t in spec.benchmark.test_cases for c in (1, 4)]
+    assert [(w["properties"]["title"].split(" at ")[0], {m[5] for m in w["properties"]["metrics"] if "expression" not in m[0]})
+            for w in per_case] == [(t, {value}) for t, value in expected]
+    assert per_case[1]["properties"]["title"].startswith(f"{expected[1][0]} at concurrency 4: ")
+
+
 def test_the_run_config_is_strict_json():
     """NaN and Infinity are no JSON (RFC 8259, section 6), yet json.dumps writes them by default: a
     value validation missed must fail the plan, never reach the pod as `NaN`."""

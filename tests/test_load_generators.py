@@ -47,11 +47,25 @@ def test_bad_load_settings_name_the_key(edits, problems):
     assert problem_list(with_edits(SMALL, edits)) == problems
 
 
-def test_a_study_measures_one_load_level():
-    assert problem_list(with_edits({**SMALL, **STUDY}, {"benchmark.concurrency": [1, 2]})) == [
-        ("benchmark.concurrency", "2 levels beside a study: a study measures each configuration against its baseline at one "
-                                  "load level (benchmark/tuner.py); give one")]
-    assert parse(with_edits({**SMALL, **STUDY}, {"benchmark.concurrency": [2]})).benchmark.concurrency == 2
+def test_a_study_takes_load_as_its_third_axis():
+    """A load list beside a study: every configuration is measured at every level (benchmark/tuner.py)."""
+    study = {**SMALL, **STUDY}
+    assert parse(with_edits(study, {"benchmark.concurrency": [1, 4]})).benchmark.loads == (Level("concurrency", 1),
+                                                                                          Level("concurrency", 4))
+    rates = parse(with_edits(study, {"benchmark.loadGenerator": "inference-perf", "benchmark.rate": [0.5, 2]})).benchmark
+    assert rates.loads == (Level("rate", 0.5), Level("rate", 2))
+    assert parse(with_edits(study, {"benchmark.concurrency": [2]})).benchmark.concurrency == 2
+
+
+def test_a_study_keeps_its_dashboard_view_within_cloudwatch_at_every_level():
+    """The study's view has a widget per test case and level (components/pairing/dashboard.py):
+    more levels than CloudWatch's 500 widgets hold are refused, naming the load key."""
+    cases = {f"case-{i}": None for i in range(40)}
+    study = with_edits({**SMALL, **STUDY}, {"benchmark.testCases": cases, "serving.maxNumSeqs": 64})
+    assert len(parse(with_edits(study, {"benchmark.concurrency": [1, 2, 4, 8]})).benchmark.loads) == 4
+    assert problem_list(with_edits(study, {"benchmark.concurrency": [1, 2, 4, 8, 16]})) == [
+        ("benchmark.concurrency", "5 levels beside a study need 522 dashboard widgets (the study's view has one per test case "
+                                  "and level); CloudWatch allows 500: give at most 4 levels, or fewer test cases")]
 
 
 def test_a_dummy_generator_registers_without_touching_any_other_module(monkeypatch):
