@@ -245,7 +245,7 @@ class Tuner:
         # failed before the pod was killed is measured again, and its configuration with it.
         stored_cases = [c for c in record["cases"] if self.in_store(c)]
         for lost in (c for c in record["cases"] if c not in stored_cases):
-            print(f"repeat {lost['repeat']} {lost['testCase']}/{lost['variant']}: recorded, but its files are not all in the "
+            print(f"repeat {lost['repeat']} {lost['testCase']}/{lost['variant']}{driver.at(lost)}: recorded, but its files are not all in the "
                   "store: measuring it again", flush=True)
             if record["configurations"][lost["variant"]]["status"] == "done":
                 record["configurations"][lost["variant"]].update(status="pending", reason=None)
@@ -327,7 +327,7 @@ class Tuner:
                 if outcome["status"] != "failed":
                     outcome["status"] = "done"
             failed = [n for n, c in record["configurations"].items() if c["status"] == "failed"]
-            short = [f"repeat {c['repeat']} {c['testCase']}/{c['variant']}" for c in record["cases"] if c["short"]]
+            short = [f"repeat {c['repeat']} {c['testCase']}/{c['variant']}{driver.at(c)}" for c in record["cases"] if c["short"]]
             problems = ([f"failed configurations: {', '.join(failed)}"] if failed else []) + (
                 [f"short cases: {', '.join(short)}"] if short else [])
             record["status"], record["reason"] = ("incomplete", "; ".join(problems)) if problems else ("complete", None)
@@ -369,6 +369,7 @@ class Tuner:
             return
         self.set_up([s["name"] for s in servers])
         for test_case, level, server in missing:
+            where = driver.level_folder(self.config, level)
             if outcomes[block.variant["name"]]["status"] == "failed" or outcomes[server["name"]]["status"] == "failed":
                 progress.skip(1)  # nothing to pair with, or nothing to measure
                 continue
@@ -379,7 +380,7 @@ class Tuner:
             for name, failure in failures.items():
                 if failure:
                     measured = any(c["variant"] == name for c in record["cases"])
-                    reason = f"stopped serving at repeat {block.repeat}, {test_case}: {failure}" if measured else failure
+                    reason = f"stopped serving at repeat {block.repeat}, {test_case}{' at ' + where if where else ''}: {failure}" if measured else failure
                     outcomes[name].update(status="failed", reason=reason)
                     print(f"{name}: failed: {reason}", flush=True)
                     self.hooks.save(self.study_dir / STUDY_FILE, record)
@@ -388,7 +389,6 @@ class Tuner:
                 continue
             use_prompt(self.config["testCases"][test_case])
             beside = block.beside(server)
-            where = driver.level_folder(self.config, level)
             print(f"{progress.next()}: repeat {block.repeat}, {server['name']}" + (f" at {where}" if where else "")
                   + (f" (beside {beside})" if beside else ""), flush=True)
             case = driver.run_case(self.config, server, test_case, level, self.results_dir,
