@@ -451,3 +451,6 @@ def test_load_is_a_third_axis_paired_at_each_level_and_resumed_by_level(tmp_path
     ran = [argv[argv.index("--num-concurrent-requests") + 1] for argv, *_ in calls]
     assert ran == [level.removeprefix("concurrency-") for *_, level in expected]
     assert second["progress"]["done"] == second["progress"]["total"] == 2 * 2 * 2 * 2  # repeats x servers x cases x levels
+    # The plan's estimate counts the same cases (stackconfig/timeline.py).
+    from stackconfig.timeline import study_modes
+    assert f"{second['progress']['total']} cases (" in next(e for e in study_modes(spec) if e.mode == "sequential").terms
