@@ -161,9 +161,10 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
     unknown = [c for c in cases if c not in spec.benchmark.test_cases]
     if unknown:
         raise BadInput(f"unknown test case(s) {', '.join(unknown)}; the stack's: {', '.join(spec.benchmark.test_cases)}")
-    if min(args.requests, args.output_tokens) < 1 or args.input_tokens < benchmark_pod.MIN_INPUT_TOKENS:
+    chosen = GENERATORS[spec.benchmark.load_generator]
+    if min(args.requests, args.output_tokens) < 1 or args.input_tokens < chosen.min_input_tokens:
         raise BadInput(f"--requests and --output-tokens must be at least 1 and --input-tokens at least "
-                       f"{benchmark_pod.MIN_INPUT_TOKENS} (benchmark/pod.py MIN_INPUT_TOKENS)")
+                       f"{chosen.min_input_tokens} ({chosen.min_input_tokens_why})")
     args.cases = cases
     args.tuned = []
     if spec.study:

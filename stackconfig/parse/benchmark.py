@@ -14,7 +14,6 @@ from benchmark.pod import (
     DASHBOARD_WIDGETS_PER_TEST_CASE,
     DEFAULT_SAMPLING_PARAMS,
     METRIC_DIMENSION_STYLES,
-    MIN_INPUT_TOKENS,
     RESERVED_SAMPLING_KEYS,
     SAMPLE_TEST_CASES,
     STUDY_DASHBOARD_WIDGETS,
@@ -63,13 +62,14 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings, study_vi
     if prompt_bytes > TEST_CASE_PROMPTS_MAX_BYTES:
         s.problem("testCases", f"prompts total {prompt_bytes} bytes; the benchmark's ConfigMap (1 MiB at most) leaves "
                                f"{TEST_CASE_PROMPTS_MAX_BYTES} for them")
+    load_generator, loads = _parse_loads(s, serving.max_num_seqs)
     input_tokens = s.integer("inputTokens", low=1)
-    if input_tokens and input_tokens < MIN_INPUT_TOKENS:  # why: benchmark/pod.py MIN_INPUT_TOKENS
-        s.problem("inputTokens", f"{input_tokens} is below {MIN_INPUT_TOKENS}: LLMPerf's prompt template alone is longer, and it would never start")
+    chosen = GENERATORS[load_generator]
+    if input_tokens and input_tokens < chosen.min_input_tokens:
+        s.problem("inputTokens", f"{input_tokens} is below {chosen.min_input_tokens}: {chosen.min_input_tokens_why}")
     output_tokens = s.integer("outputTokens", low=2)
     if input_tokens and output_tokens and serving.max_model_len and input_tokens + output_tokens > serving.max_model_len:
         s.problem("outputTokens", f"inputTokens + outputTokens = {input_tokens + output_tokens} exceeds serving.maxModelLen {serving.max_model_len}")
-    load_generator, loads = _parse_loads(s, serving.max_num_seqs)
     if test_cases and len(test_cases) <= most and len(loads) > 1 and per_case:
         # A study's view draws each test case at each level (components/pairing/dashboard.py study_widgets).
         widgets = 1 + header + len(test_cases) * (DASHBOARD_WIDGETS_PER_TEST_CASE + per_case * len(loads))
