@@ -46,7 +46,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-distribut
 	@"$$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make setup needs Python 3.11 or newer (tested with 3.11); found %d.%d: set PYTHON=python3.11" % sys.version_info[:2])'
 	@echo "[1/3] creating $$VENV with $$("$$PYTHON" --version)"
 	@"$$PYTHON" -m venv "$$VENV"
-	@echo "[2/3] installing the pinned packages of requirements-dev.txt and requirements-distributed.txt (under a minute the first time)"
+	@echo "[2/3] installing the pinned packages of requirements-dev.txt and requirements-distributed.txt, then byte-compiling what the program imports (about a minute the first time)"
 	@"$$PY" -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt -r requirements-distributed.txt
 	@"$$PY" -m tools.bytecode
 	@touch "$$VENV/.installed"
