@@ -61,7 +61,11 @@ def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
             # only while its target does.
             "commitKey": f"{v.server_artifact_path(v.endpoint_server)}/{COMMIT_FILE}",
             # What the tuner scales, and how long a first start may take before it counts as failed.
-            "deployment": workload_name(v, v.endpoint_server), "startupBudgetSeconds": v.startup_budget_seconds}
+            "deployment": workload_name(v, v.endpoint_server), "startupBudgetSeconds": v.startup_budget_seconds,
+            # Every pod of the variant (a distributed variant's target and draft): the tuner scales
+            # them together and measures once each serves from its published compiled set.
+            "servers": [{"part": s.part, "deployment": workload_name(v, s), "podSelector": labels(v, s),
+                         "commitKey": f"{v.server_artifact_path(s)}/{COMMIT_FILE}"} for s in v.servers]}
 
 
 def study_config(spec: StackSpec) -> dict | None:
