@@ -21,7 +21,7 @@ from ..engines import (
     neuron_config_fields,
     sdk_text,
 )
-from ..model import BenchmarkSettings, CapacitySettings, ServingSettings, StudySettings, Variant
+from ..model import BenchmarkSettings, CapacitySettings, ServingSettings, Variant
 from ..semantics import engine_failures
 from ..server import LINUX_CAPABILITIES, NEVER_ADDED, RESERVED_ENVIRONMENT
 from ..store import UNPINNED_REVISION
