@@ -395,7 +395,7 @@ def production_hooks(config: dict, args: argparse.Namespace) -> Hooks:
     if telemetry.SERVICE_ACCOUNT_DIR.exists():
         api = telemetry.KubernetesApi.in_cluster()
         namespace = (telemetry.SERVICE_ACCOUNT_DIR / "namespace").read_text().strip()
-        hooks.locate = lambda variant: telemetry.locate(api, namespace, variant["podSelector"])
+        hooks.locate = lambda variant: telemetry.locate_variant(api, namespace, variant["servers"])
     if args.namespace:
         cloudwatch = boto3.client("cloudwatch")
         hooks.publish = lambda data: publish_data(cloudwatch, args.namespace, data)

@@ -35,9 +35,9 @@ def config(base_url="http://vllm-base:8000/v1", sd_url="http://vllm-sd:8000/v1",
                        "TestCase": {"counting": "counting_numbers_from_1_", "sonnets": "__SHAKESPEARE__"}},
         "variants": [
             {"name": "base", "role": "baseline", "baseline": None, "numSpeculativeTokens": None, "servedModelName": "Qwen/Qwen3-32B",
-             "endpoint": base_url, "podSelector": {"sd-trn2/variant": "base"}},
+             "endpoint": base_url, "servers": [{"part": "", "podSelector": {"sd-trn2/variant": "base"}}]},
             {"name": "sd", "role": "sd", "baseline": "base", "numSpeculativeTokens": 7, "servedModelName": "Qwen/Qwen3-32B",
-             "endpoint": sd_url, "podSelector": {"sd-trn2/variant": "sd"}},
+             "endpoint": sd_url, "servers": [{"part": "", "podSelector": {"sd-trn2/variant": "sd"}}]},
         ],
     }
 
