@@ -17,6 +17,7 @@ from benchmark.telemetry import KubernetesApi
 from components.pairing.benchmark import run_config
 from components.pairing.benchmark_access import tuner_rules
 from components.pairing.vllm_variant import labels, workload_name
+from offline.plan import study_lines
 from offline.stacks import load_stack, run_stack
 from rehearse.kubeapi import allowed
 
@@ -137,6 +138,9 @@ def test_the_plan_has_a_pair_of_deployments_per_configuration_and_a_role_for_exa
     assert [s["commitKey"] for s in by_name[configuration.name]["servers"]] == [
         f"{configuration.server_artifact_path(s)}/commit.json" for s in configuration.servers]
     assert config["study"]["grid"][0] == {"variant": configuration.name, "draft": DRAFT, "window": 1}
+    # The plan names what the tuner scales: both pods of each configuration.
+    scaled = next(line for line in study_lines(spec) if "tuner scales" in line)
+    assert scaled.split("tuner scales")[1].strip() == (", ".join(tuned_deployments(spec)) if sequential else "nothing: every server is up")
 
 
 # ---------------------------------------------------------------------------------------------
