@@ -292,7 +292,7 @@ class Tuner:
     def serving_failure(self, variant: dict) -> str | None:
         """Wait until the variant serves; None, or why it never will."""
         deadline = self.tuner.clock() + variant.get("startupBudgetSeconds", 0) + START_MARGIN_S
-        while why := driver.not_ready(variant, self.hooks.healthy, self.hooks.committed) or self.unpublished(variant):
+        while why := driver.not_ready(variant, self.hooks.healthy, self.hooks.committed):
             failure = pod_failure(self.pods(variant["name"]))
             if failure:
                 return failure
@@ -301,13 +301,6 @@ class Tuner:
             print(f"waiting for {variant['name']} ({why})", flush=True)
             self.hooks.sleep(self.hooks.poll_s)
         return None
-
-    def unpublished(self, variant: dict) -> str | None:
-        """A server besides the endpoint's whose compiled set is not committed yet (a distributed
-        target's publisher may still upload a first compile from the node the draft measures on)."""
-        waiting = [s["part"] for s in variant["servers"] if s["commitKey"] != variant.get("commitKey")
-                   and not self.hooks.committed(s["commitKey"])]
-        return f"compiled artifacts of its {', '.join(waiting)} not published yet" if waiting else None
 
     def check_lease(self) -> None:
         if self.tuner.lease:
