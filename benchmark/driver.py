@@ -82,12 +82,18 @@ def http_healthy(base_url: str) -> bool:
 
 def not_ready(variant: dict, healthy: Callable[[str], bool], committed: Callable[[str], bool]) -> str | None:
     """Why a variant cannot be measured yet: its server does not answer /health, or the artifacts it
-    compiled are not committed to the store yet (its publisher would be uploading them from the
-    same node while the benchmark measures: modelstore/publish.py)."""
+    compiled, or those of another of its pods, are not committed to the store yet (its publisher
+    would be uploading them from the same node while the benchmark measures: modelstore/publish.py)."""
     if not healthy(variant["endpoint"]):
         return "not healthy"
     if variant.get("commitKey") and not committed(variant["commitKey"]):
         return "compiled artifacts not published yet"
+    # The variant's other pods (a distributed variant's target, whose publisher may still upload a
+    # first compile from the node the draft is measured on).
+    others = [s["part"] for s in variant.get("servers") or [] if s["commitKey"] != variant.get("commitKey")
+              and not committed(s["commitKey"])]
+    if others:
+        return f"compiled artifacts of its {', '.join(others)} not published yet"
     return None
 
 
@@ -395,7 +401,7 @@ def production_hooks(config: dict, args: argparse.Namespace) -> Hooks:
     if telemetry.SERVICE_ACCOUNT_DIR.exists():
         api = telemetry.KubernetesApi.in_cluster()
         namespace = (telemetry.SERVICE_ACCOUNT_DIR / "namespace").read_text().strip()
-        hooks.locate = lambda variant: telemetry.locate(api, namespace, variant["podSelector"])
+        hooks.locate = lambda variant: telemetry.locate_variant(api, namespace, variant["servers"])
     if args.namespace:
         cloudwatch = boto3.client("cloudwatch")
         hooks.publish = lambda data: publish_data(cloudwatch, args.namespace, data)

@@ -10,7 +10,8 @@ Base, TestCase the prompt with underscores; benchmark/pod.py metric_dimensions).
 - Per case: FailedRequests; ImpliedAcceptanceRate (from streamed chunks); AcceptanceRate and
   MeanAcceptanceLength where the server exposes its speculative-decoding counters.
 - Per CloudWatch period of the case: NeuronCoreUtilization and NeuronMemoryUsed of the variant's
-  devices (Container Insights, benchmark/telemetry.py).
+  devices (Container Insights, benchmark/telemetry.py); a distributed variant's per pod, with a
+  third dimension Server (target, draft).
 
 The driver publishes each case as soon as it finishes. To publish a downloaded run again:
 
@@ -57,16 +58,23 @@ UNITS = {
     "NeuronMemoryUsed": "Bytes",
 }
 DIMENSIONS = ("Variant", "TestCase")
+NEURON_METRICS = {"NeuronCoreUtilization": "utilizationPercent", "NeuronMemoryUsed": "memoryUsedBytes"}
+"""The Neuron metrics, each from its series in telemetry.json (benchmark/telemetry.py collect)."""
+SERVER_DIMENSION = "Server"
+"""The Neuron metrics of a variant of several pods (a distributed variant's target and draft, each
+on its own devices) carry this third dimension, the pod's part: the dashboard draws each."""
 
 
-def datums(name: str, variant: str, test_case: str, values: list[float], timestamp: datetime) -> Iterator[dict[str, Any]]:
+def datums(name: str, variant: str, test_case: str, values: list[float], timestamp: datetime,
+           server: str | None = None) -> Iterator[dict[str, Any]]:
     """One metric's values as Values/Counts datums of at most MAX_VALUES_PER_DATUM distinct values."""
     distinct = sorted(Counter(float(v) for v in values).items())
     for start in range(0, len(distinct), MAX_VALUES_PER_DATUM):
         chunk = distinct[start:start + MAX_VALUES_PER_DATUM]
         yield {
             "MetricName": name,
-            "Dimensions": [{"Name": "Variant", "Value": variant}, {"Name": "TestCase", "Value": test_case}],
+            "Dimensions": [{"Name": "Variant", "Value": variant}, {"Name": "TestCase", "Value": test_case},
+                           *([{"Name": SERVER_DIMENSION, "Value": server}] if server else [])],
             "Timestamp": timestamp,
             "Values": [v for v, _ in chunk],
             "Counts": [float(c) for _, c in chunk],
@@ -105,12 +113,15 @@ def case_metric_data(case: CaseResult, variant: dict[str, Any], timestamp: datet
     return data
 
 
-def telemetry_metric_data(variant: str, test_case: str, telemetry: dict[str, Any]) -> list[dict[str, Any]]:
-    """One datum per CloudWatch period of the case, at that period's own timestamp."""
+def telemetry_metric_data(variant: str, test_case: str, telemetry: dict[str, Any], server: str | None = None) -> list[dict[str, Any]]:
+    """One datum per CloudWatch period of the case, at that period's own timestamp; a variant of
+    several pods (benchmark/telemetry.py collect), each pod's under its part (SERVER_DIMENSION)."""
+    if "servers" in telemetry:
+        return [d for part, data in telemetry["servers"].items() for d in telemetry_metric_data(variant, test_case, data, part)]
     data: list[dict[str, Any]] = []
-    for name, key in (("NeuronCoreUtilization", "utilizationPercent"), ("NeuronMemoryUsed", "memoryUsedBytes")):
+    for name, key in NEURON_METRICS.items():
         for stamp, value in telemetry.get(key, []):
-            data += datums(name, variant, test_case, [value], datetime.fromtimestamp(stamp, timezone.utc))
+            data += datums(name, variant, test_case, [value], datetime.fromtimestamp(stamp, timezone.utc), server)
     return data
 
 

@@ -4,7 +4,8 @@ Layout: DIR/<run-id>/run.json and, per case, DIR/<run-id>/<variant>/<test-case>/
 - requests.jsonl: every request LLMPerf sent, as the measuring proxy saw it (benchmark/proxy.py);
 - case.json: what was asked, LLMPerf's exit code and last error line, the variant's pod and devices;
 - specdecode.json: the server's speculative-decoding counters before and after the case;
-- telemetry.json: Neuron utilization and memory of the variant's devices (written later);
+- telemetry.json: Neuron utilization and memory of the variant's devices (written later; a
+  distributed variant's per pod, under servers.target and servers.draft);
 - the load generator's own files (LLMPerf's *_summary.json and *_individual_responses.json,
   absent when it crashed; inference-perf's reports) and its stdout/stderr (llmperf.stdout.txt, ...).
 A run of several load levels (a sweep) has one more folder per level under each test case:

@@ -1,6 +1,7 @@
 """Where each variant runs, and what its Neuron devices did during a test case.
 
-Placement: the driver reads the variant's vLLM pod (by its labels) and the ResourceClaim the pod
+Placement: the driver reads the variant's vLLM pod (by its labels; a distributed variant's target
+and draft pods, each on its own device group, both: locate_variant) and the ResourceClaim the pod
 holds from the Kubernetes API, in-cluster, with the pod's service-account token (a namespaced Role
 in components/pairing/benchmark_access.py allows get/list of pods and resource.k8s.io resourceclaims). Field
 names, checked against the Kubernetes 1.34 schemas (kubernetes-validate): Pod
@@ -141,6 +142,15 @@ def locate(api: KubernetesApi, namespace: str, selector: dict[str, str]) -> dict
     return {"pod": pod["metadata"]["name"], "node": pod["spec"]["nodeName"], "devices": devices, "neuronDevices": indices}
 
 
+def locate_variant(api: KubernetesApi, namespace: str, servers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the variant's pods run (its run config's "servers"): one pod's placement as `locate`
+    gives it; for a variant of several pods (a distributed variant's target and draft, each on a
+    device group of its own), each pod's under its part: {"servers": {part: placement}}."""
+    if len(servers) == 1:
+        return locate(api, namespace, servers[0]["podSelector"])
+    return {"servers": {server["part"]: locate(api, namespace, server["podSelector"]) for server in servers}}
+
+
 def _series(cloudwatch: Any, metric: str, cluster: str, node: str, devices: set[str]) -> list[list[dict[str, str]]]:
     """Dimension sets of `metric` for the node's cores on `devices` (ListMetrics returns every
     dimension set that contains the filter's dimensions), each once."""
@@ -176,7 +186,13 @@ def collect(cloudwatch: Any, cluster: str, placement: dict[str, Any], start: flo
             clock: Callable[[], float] = time.time) -> dict[str, Any]:
     """Neuron utilization and device memory of the variant's devices between `start` and `end`
     (epoch seconds); status "ok", "partial" (the window's last period never arrived) or
-    "unavailable" with a reason."""
+    "unavailable" with a reason. A variant of several pods (locate_variant): each pod's devices
+    under its part, {"status": ..., "servers": {part: ...}}, "partial" when the parts differ."""
+    if "servers" in placement:
+        parts = {part: collect(cloudwatch, cluster, where, start, end, max_wait_s=max_wait_s, poll_s=poll_s, sleep=sleep, clock=clock)
+                 for part, where in placement["servers"].items()}
+        statuses = {data["status"] for data in parts.values()}
+        return {"status": statuses.pop() if len(statuses) == 1 else "partial", "servers": parts}
     if "error" in placement:
         return {"status": "unavailable", "reason": f"variant not located: {placement['error']}"}
     devices = set(placement["neuronDevices"])

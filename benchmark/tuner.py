@@ -7,7 +7,8 @@ driver's measuring proxy; in sequential mode one SD configuration up at a time; 
 The run config's "study" (components/pairing/benchmark.py study_config) says how:
 - mode "sequential" (`scales`): the servers are created at zero replicas and only the tuner sets
   their count, through the Deployment's scale subresource (its Role allows nothing else:
-  components/pairing/benchmark_access.py tuner_rules). The baseline stays up beside one SD
+  components/pairing/benchmark_access.py tuner_rules). A variant of several pods (a distributed
+  variant's target and draft: its "servers") is scaled, waited for and failed as one. The baseline stays up beside one SD
   configuration when the pair fits the nodes (`pairsFitTogether`), else one server runs at a time.
   Before a server is scaled up, every other one that must not run beside it is scaled down and its
   pods are gone.
@@ -270,21 +271,29 @@ class Tuner:
             return
         # What this pod scaled up, and whatever a killed one left asking for a replica.
         for name in [n for n in self.by_name if n not in names]:
-            if name in self.up or self.tuner.scaler.replicas(self.by_name[name]["deployment"]):
+            if name in self.up or self.asks_for_replicas(name):
                 self.scale(name, 0)
         deadline = self.tuner.clock() + SCALED_DOWN_WAIT_S
         for name in [n for n in self.by_name if n not in names]:
-            while self.tuner.scaler.pods(self.by_name[name]["podSelector"]):
+            while self.pods(name):
                 if self.tuner.clock() >= deadline:
                     raise TimeoutError(f"the pods of {name} are still there {SCALED_DOWN_WAIT_S} s after it was scaled down")
                 self.hooks.sleep(self.hooks.poll_s)
         for name in [n for n in names if n not in self.up]:
             self.scale(name, 1)
 
+    def asks_for_replicas(self, name: str) -> bool:
+        return any(self.tuner.scaler.replicas(server["deployment"]) for server in self.by_name[name]["servers"])
+
+    def pods(self, name: str) -> list[dict[str, Any]]:
+        """The pods of every server of the variant."""
+        return [pod for server in self.by_name[name]["servers"] for pod in self.tuner.scaler.pods(server["podSelector"])]
+
     def scale(self, name: str, replicas: int) -> None:
         self.check_lease()
-        print(f"scaling {self.by_name[name]['deployment']} to {replicas}", flush=True)
-        self.tuner.scaler.scale(self.by_name[name]["deployment"], replicas)
+        for server in self.by_name[name]["servers"]:
+            print(f"scaling {server['deployment']} to {replicas}", flush=True)
+            self.tuner.scaler.scale(server["deployment"], replicas)
         if replicas:
             self.up.append(name)
         elif name in self.up:
@@ -294,7 +303,7 @@ class Tuner:
         """Wait until the variant serves; None, or why it never will."""
         deadline = self.tuner.clock() + variant.get("startupBudgetSeconds", 0) + START_MARGIN_S
         while why := driver.not_ready(variant, self.hooks.healthy, self.hooks.committed):
-            failure = pod_failure(self.tuner.scaler.pods(variant["podSelector"]))
+            failure = pod_failure(self.pods(variant["name"]))
             if failure:
                 return failure
             if self.tuner.clock() >= deadline:
@@ -409,9 +418,9 @@ class Tuner:
         if self.tuner.lease and self.tuner.lease.lost:
             print(f"not scaling anything down: {self.tuner.lease.lost}", flush=True)
             return
-        for name, variant in self.by_name.items():
+        for name in self.by_name:
             try:
-                if name in self.up or self.tuner.scaler.replicas(variant["deployment"]):
+                if name in self.up or self.asks_for_replicas(name):
                     self.scale(name, 0)
             except Exception as error:  # on the way out: say so, and go on with the others
                 print(f"WARNING: could not scale {name} down: {error}", flush=True)

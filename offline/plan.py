@@ -166,7 +166,8 @@ def study_lines(spec: StackSpec, measured: dict[str, Figure] | None = None) -> l
     targets = [f"TTFT <= {study.ttft_target_ms} ms" if study.ttft_target_ms else "",
                f"TPOT <= {study.tpot_target_ms} ms" if study.tpot_target_ms else ""]
     lines.append(f"  goodput            {' and '.join(t for t in targets if t) or 'no targets (study.ttftTargetMs, study.tpotTargetMs)'}")
-    lines.append(f"  tuner scales       {', '.join(f'vllm-{v.name}' for v in spec.tuned_servers) or 'nothing: every server is up'}")
+    scaled = [workload_name(v, server) for v in spec.tuned_servers for server in v.servers]  # a distributed configuration's two
+    lines.append(f"  tuner scales       {', '.join(scaled) or 'nothing: every server is up'}")
     for estimate in study_modes(spec, measured):
         chosen = " (this stack)" if estimate.mode == study.mode else ""
         lines.append(f"  {estimate.mode + chosen:<18} {estimate.nodes} trn2 node(s), {estimate.cost(estimate.first_hours)} first run "

@@ -76,7 +76,15 @@ def generator_figures(case: CaseResult) -> dict[str, Any]:
 
 
 def telemetry_figures(case: CaseResult) -> dict[str, Any]:
+    """The devices' figures; a variant of several pods (a distributed variant's target and draft),
+    each pod's under its part ("servers")."""
     data = case.telemetry or {"status": "not collected"}
+    if "servers" in data:
+        return {"status": data["status"], "servers": {part: device_figures(part_data) for part, part_data in data["servers"].items()}}
+    return device_figures(data)
+
+
+def device_figures(data: dict[str, Any]) -> dict[str, Any]:
     utilization = [v for _, v in data.get("utilizationPercent", [])]
     memory = [v for _, v in data.get("memoryUsedBytes", [])]
     return {"status": data["status"], "reason": data.get("reason"), "node": data.get("node"),

@@ -136,11 +136,14 @@ def _case_tables(run: dict[str, Any], figures: dict[str, Any]) -> list[str]:
     lines += ["", "| variant | Neuron devices (Container Insights) | NeuronCore utilization mean / max | device memory used mean / max |",
               "|---|---|---|---|"]
     for v in variants:
-        t = figures[v["name"]]["telemetry"]
-        where = f"{t['node']} {t['neuron_devices']}" if t["node"] else t["reason"] or t["status"]
-        lines.append(f"| {v['name']} ({v['role']}) | {where} ({t['status']}) | {number(t['utilization_mean_pct'], suffix='%')} / "
-                     f"{number(t['utilization_max_pct'], suffix='%')} | {number(t['memory_mean_bytes'], 1 / GiB, 1, ' GiB')} / "
-                     f"{number(t['memory_max_bytes'], 1 / GiB, 1, ' GiB')} |")
+        telemetry = figures[v["name"]]["telemetry"]
+        # A distributed variant: a row per pod (target, draft), each on its own devices.
+        for part, t in telemetry["servers"].items() if "servers" in telemetry else [("", telemetry)]:
+            where = f"{t['node']} {t['neuron_devices']}" if t["node"] else t["reason"] or t["status"]
+            lines.append(f"| {v['name']} ({v['role']}){' ' + part if part else ''} | {where} ({t['status']}) | "
+                         f"{number(t['utilization_mean_pct'], suffix='%')} / "
+                         f"{number(t['utilization_max_pct'], suffix='%')} | {number(t['memory_mean_bytes'], 1 / GiB, 1, ' GiB')} / "
+                         f"{number(t['memory_max_bytes'], 1 / GiB, 1, ' GiB')} |")
     flags = [flag for v in variants for flag in _flags(v["name"], figures[v["name"]], generator_title(run))]
     flags += [_unlike_decoding(v["name"], figures[v["name"]]["vs_baseline"], run) for v in variants
               if (figures[v["name"]].get("vs_baseline") or {}).get("unlike_decoding")]

@@ -70,12 +70,32 @@ def scope_table(summary: dict[str, Any], scope: str) -> list[str]:
         alone = name in (summary["study"].get("draftsAlone") or {})
         speedups = ("-", "-") if alone else (_interval(row.get("speedup_tpot")), _interval(row.get("speedup_e2e")))
         lines.append(
-            f"| {label} | {v.get('draft') or '-'} | {v.get('numSpeculativeTokens') or '-'} | {row['repeats']} | "
+            f"| {label} | {v.get('draft') or '-'} | {window(v)} | {row['repeats']} | "
             f"{number(row['tpot_s'], 1000, 2)} | {speedups[0]} | {speedups[1]} | "
             f"{number(acceptance['rate'], 100, 1, '%')} | {number(acceptance['length'], digits=2)} | {per_position} | "
             f"{_c(row, name, summary)} | {number(bound.get('speedup_bound'), digits=2, suffix='x')} | {number(bound.get('reached'), 100, 0, '%')} | "
             f"{goodput['good']}/{goodput['requests']} | {number(row['usd_per_million'], digits=2)} |")
     return lines
+
+
+DISTRIBUTED = "distributed"
+"""The engine whose configurations' window is gamma, the draft pod's tokens per step
+(stackconfig/engines/distributed.py NAME; its target compiled once for the study's speculation length)."""
+
+
+def window(variant: dict[str, Any]) -> str:
+    """The k column: the speculative window, or a distributed configuration's gamma."""
+    k = variant.get("numSpeculativeTokens")
+    if not k:
+        return "-"
+    return f"gamma {k}" if variant.get("engine") == DISTRIBUTED else str(k)
+
+
+def window_axis(variants: list[dict[str, Any]]) -> str:
+    """What the plots' window axis is: gamma where every configuration is distributed."""
+    if variants and all(v.get("engine") == DISTRIBUTED for v in variants):
+        return "gamma (draft tokens per step; the target scores gamma + 1)"
+    return "speculative window (num_speculative_tokens)"
 
 
 def _c(row: dict[str, Any], name: str, summary: dict[str, Any]) -> str:
@@ -257,7 +277,7 @@ def heatmap(study_id: str, summary: dict[str, Any]) -> Any:
         axis.set_yticks(range(len(drafts)), [d.rsplit("/", 1)[-1] for d in drafts] if index % columns == 0 else [])
         axis.set_title(scope, fontsize=9, fontweight="bold" if scope == "overall" else "normal")
         if index // columns == rows - 1 or index + columns >= len(scopes):
-            axis.set_xlabel("speculative window", fontsize=8)
+            axis.set_xlabel(window_axis(list(variants.values())), fontsize=8)
     figure.colorbar(image, ax=axes, shrink=0.8, label="TPOT speedup over the baseline")
     figure.suptitle(f"{study_id}: TPOT speedup over the baseline (one colour scale)")
     return figure
@@ -289,7 +309,7 @@ def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
             axis.errorbar([p[0] for p in points], *_bars([p[1] for p in points]), marker="o", capsize=3,
                           label=draft.rsplit("/", 1)[-1])
         axis.axhline(1.0, color="grey", linewidth=0.8)
-        axis.set_xlabel("speculative window (num_speculative_tokens)")
+        axis.set_xlabel(window_axis(list(variants.values())))
         axis.set_ylabel("TPOT speedup (95 % interval)")
         axis.legend()
         figure.tight_layout()

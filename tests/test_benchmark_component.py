@@ -9,7 +9,7 @@ from benchmark import pod as benchmark_pod
 from benchmark import publish
 from benchmark.loadgen import GENERATORS, Level
 from benchmark.pod import DEPS_MOUNT, PACKAGE_DIR, POD_MODULES, config_map_key
-from benchmark.publish import DIMENSIONS, UNITS
+from benchmark.publish import DIMENSIONS, NEURON_METRICS, SERVER_DIMENSION, UNITS
 from offline.stacks import load_stack, run_stack
 
 from .helpers import assert_least_privilege, role_documents, trust_condition
@@ -76,9 +76,10 @@ def test_code_lock_manifest_and_run_config_are_shipped_by_config_map(recording, 
     assert {v["name"]: v["endpoint"] for v in config["variants"]} == endpoints
     deployments = {d.inputs["metadata"]["name"]: d.inputs for d in recording.of_type("kubernetes:apps/v1:Deployment")}
     for variant in config["variants"]:
-        # The selector finds exactly the pod serving the variant's endpoint (a vLLM server, or a
-        # distributed variant's draft), which the tuner scales.
-        assert variant["podSelector"] == deployments[variant["deployment"]]["spec"]["selector"]["matchLabels"]
+        # Each selector finds exactly the pods of the Deployment named beside it (a vLLM server, or
+        # a distributed variant's target and draft), which the tuner scales.
+        for server in variant["servers"]:
+            assert server["podSelector"] == deployments[server["deployment"]]["spec"]["selector"]["matchLabels"]
         # The variant's share of its node's price: trn2.48xlarge at the catalog's approximate
         # $35.76/h (stackconfig/catalog.py), by the devices of its servers.
         servers = spec.variant(variant["name"]).servers
@@ -182,8 +183,9 @@ def test_dashboard_queries_exactly_what_is_published(recording, spec):
             namespace, name, *rest = metric
             dims = dict(zip(rest[0:-1:2], rest[1:-1:2]))
             assert namespace == spec.benchmark.metrics_namespace and name in UNITS
-            assert tuple(dims) == DIMENSIONS
-            seen.add((dims["TestCase"], dims["Variant"], name, widget["properties"]["stat"]))
+            # A distributed variant's Neuron metrics per pod, under a third dimension (publish.py telemetry_metric_data).
+            assert tuple(dims) in (DIMENSIONS, (*DIMENSIONS, SERVER_DIMENSION) if name in NEURON_METRICS else DIMENSIONS)
+            seen.add((dims["TestCase"], dims["Variant"], dims.get(SERVER_DIMENSION), name, widget["properties"]["stat"]))
         assert widget["properties"]["region"] == spec.region
     # The pod publishes each (variant, test case) under the run config's dimension values: the
     # dashboard queries exactly those.
@@ -194,18 +196,24 @@ def test_dashboard_queries_exactly_what_is_published(recording, spec):
     published = set()
     for test_case in spec.benchmark.test_cases:
         for variant in run_config["variants"]:
+            servers = [s["part"] for s in variant["servers"]]
+            collected = {"utilizationPercent": [[0.0, 1.0]]}
             for folder in folders:
                 dimensions = publish.dimension_values(run_config, variant["name"], test_case, folder)
-                for datum in publish.telemetry_metric_data(*dimensions, {"utilizationPercent": [[0.0, 1.0]]}):
-                    published.add((datum["Dimensions"][1]["Value"], datum["Dimensions"][0]["Value"]))
-    assert {(case, variant) for case, variant, _, _ in seen} == published
+                for datum in publish.telemetry_metric_data(*dimensions, {"servers": {part: collected for part in servers}}
+                                                           if len(servers) > 1 else collected):
+                    published.add(tuple(d["Value"] for d in datum["Dimensions"]))
+    assert {(variant, case, *([server] if server else [])) for case, variant, server, name, _ in seen
+            if name == "NeuronCoreUtilization"} == published
     for test_case, case_value in spec.metric_dimensions["TestCase"].items():
         for variant in spec.variants:
             variant_value = spec.metric_dimensions["Variant"][variant.name]
             for name, stat in (("TimePerOutputToken", "p50"), ("OutputTokens", "p50"), ("AcceptanceRate", "Average"),
                                ("NeuronCoreUtilization", "Average"), ("NeuronMemoryUsed", "Maximum")):
+                parts = [s.part for s in variant.servers] if name in NEURON_METRICS and len(variant.servers) > 1 else [None]
                 for folder in folders:
-                    assert (benchmark_pod.test_case_value(case_value, folder), variant_value, name, stat) in seen
+                    assert all((benchmark_pod.test_case_value(case_value, folder), variant_value, part, name, stat) in seen
+                               for part in parts)
     # Each test case's Neuron widgets sit right under its latency widgets.
     for test_case in spec.benchmark.test_cases:
         rows = sorted({w["y"] for w in widgets if w["properties"]["title"].startswith(f"{test_case}: ")

@@ -35,9 +35,9 @@ def config(base_url="http://vllm-base:8000/v1", sd_url="http://vllm-sd:8000/v1",
                        "TestCase": {"counting": "counting_numbers_from_1_", "sonnets": "__SHAKESPEARE__"}},
         "variants": [
             {"name": "base", "role": "baseline", "baseline": None, "numSpeculativeTokens": None, "servedModelName": "Qwen/Qwen3-32B",
-             "endpoint": base_url, "podSelector": {"sd-trn2/variant": "base"}},
+             "endpoint": base_url, "servers": [{"part": "", "podSelector": {"sd-trn2/variant": "base"}, "commitKey": None}]},
             {"name": "sd", "role": "sd", "baseline": "base", "numSpeculativeTokens": 7, "servedModelName": "Qwen/Qwen3-32B",
-             "endpoint": sd_url, "podSelector": {"sd-trn2/variant": "sd"}},
+             "endpoint": sd_url, "servers": [{"part": "", "podSelector": {"sd-trn2/variant": "sd"}, "commitKey": None}]},
         ],
     }
 
@@ -869,7 +869,9 @@ def test_waiting_polls_only_the_endpoints_not_yet_healthy_until_the_deadline(mon
 
 def test_a_healthy_server_whose_compile_is_not_committed_yet_is_waited_for(monkeypatch):
     """Its publisher uploads from the same node until the commit: the benchmark must not measure then."""
-    variants = [{**v, "commitKey": f"compiled/{v['name']}/commit.json"} for v in config()["variants"]]
+    # As run_config writes it: a one-pod variant's server has the variant's compiled set.
+    variants = [{**v, "commitKey": f"compiled/{v['name']}/commit.json",
+                 "servers": [{**s, "commitKey": f"compiled/{v['name']}/commit.json"} for s in v["servers"]]} for v in config()["variants"]]
     committed_after = {"compiled/base/commit.json": 0, "compiled/sd/commit.json": 2}
     asked = {key: 0 for key in committed_after}
 
@@ -982,3 +984,16 @@ def test_progress_says_i_of_n_elapsed_and_eta():
     progress.skip(4)  # a failed server's cases: never measured, done all the same
     now[0] += 3600
     assert progress.next() == "case 6/10, 1h01m elapsed, ETA 5h07m"  # 3690 s for the 1 case measured, 5 left at that pace
+
+
+def test_a_distributed_variant_waits_for_its_targets_compiled_set_too():
+    """Its draft's /health answers while the target does; the target's publisher may still upload a
+    first compile from the node the draft is measured on (a plain run as the tuner: driver.not_ready)."""
+    variant = {"name": "dist", "endpoint": "http://dist", "commitKey": "compiled/dist/draft/commit.json",
+               "servers": [{"part": "target", "commitKey": "compiled/dist/target/commit.json"},
+                           {"part": "draft", "commitKey": "compiled/dist/draft/commit.json"}]}
+    published = {"compiled/dist/draft/commit.json"}
+    assert driver.not_ready(variant, lambda url: True, published.__contains__) == \
+        "compiled artifacts of its target not published yet"
+    published.add("compiled/dist/target/commit.json")
+    assert driver.not_ready(variant, lambda url: True, published.__contains__) is None

@@ -669,3 +669,18 @@ def test_a_speedup_between_unlike_decoding_is_flagged_beside_it(tmp_path, decodi
     text = report.markdown(built)
     assert (unlike == {"variant": "greedy", "baseline": "sampled"}) is flagged
     assert ("- **sd decodes greedily, its baseline base by sampling** for requests with sampling {}" in text) is flagged
+
+
+def test_a_distributed_variants_telemetry_is_a_row_per_pod(tmp_path):
+    """Its target and its draft on their own devices (benchmark/telemetry.py collect): a row each."""
+    write_run(tmp_path, "r1", {"counting": "c"})
+    write_case(tmp_path, "r1", "base", "counting", [record(0.1, 10.0, 500, start=T0, prompt="p0")])
+    part = {"status": "ok", "cores": 4, "periodSeconds": 60, "memoryUsedBytes": [[T0, 2**30]]}
+    write_case(tmp_path, "r1", "sd", "counting", [record(0.1, 5.0, 500, start=T0 + 20, prompt="p0")],
+               telemetry={"status": "partial", "servers": {
+                   "target": {**part, "node": "ip-10-64-1-1", "neuronDevices": ["3"], "utilizationPercent": [[T0, 80.0]]},
+                   "draft": {**part, "status": "partial", "node": "ip-10-64-1-1", "neuronDevices": ["4"],
+                             "utilizationPercent": [[T0, 20.0]]}}})
+    text = report.markdown(report.build_report(tmp_path))
+    assert "| sd (sd) target | ip-10-64-1-1 ['3'] (ok) | 80.0% / 80.0% | 1.0 GiB / 1.0 GiB |" in text
+    assert "| sd (sd) draft | ip-10-64-1-1 ['4'] (partial) | 20.0% / 20.0% | 1.0 GiB / 1.0 GiB |" in text

@@ -366,3 +366,50 @@ def test_a_period_at_the_cases_end_shows_ingestion_has_passed_a_missed_one(cloud
     put_points(cloudwatch, "8", {B: (10, 1e9), B + 120: (30, 3e9)})
     data = telemetry.collect(cloudwatch, "sd-test", PLACEMENT, B + 30, B + 120, sleep=never_sleep)
     assert (data["status"], data["utilizationPercent"]) == ("ok", [[B, 10.5], [B + 120, 30.5]])
+
+
+def test_a_distributed_variants_telemetry_covers_its_target_and_its_draft_each_labelled(kubernetes, cloudwatch, tmp_path):
+    """Both device groups of the seed 002 stack's distributed variant: located from the run
+    config's servers, read, published under Server target / draft, drawn apart on the dashboard and
+    reported in a row each."""
+    from benchmark import publish
+    from components.pairing.benchmark import run_config
+    from components.pairing.dashboard import dashboard_body
+    from offline.stacks import load_stack
+    from reporting.analysis import telemetry_figures
+
+    spec = load_stack("llama3.1-8b-distributed").spec()
+    config = run_config(spec, {v.name: f"http://{v.name}" for v in spec.variants})
+    variant = next(v for v in config["variants"] if v["name"] == "distributed")
+    pods, claims = [], {}
+    for server, device in zip(variant["servers"], ("neurondevice3", "neurondevice4")):
+        made = pod(f"{server['deployment']}-0", claim=f"{server['deployment']}-0-neuron")
+        made["metadata"]["labels"] = server["podSelector"]
+        pods.append(made)
+        claims[f"{server['deployment']}-0-neuron"] = {**claim([device]), "metadata": {"name": f"{server['deployment']}-0-neuron",
+                                                                                      "namespace": "inference"}}
+    fake = kubernetes(pods, claims)
+    placement = telemetry.locate_variant(fake.api(), "inference", variant["servers"])
+    assert {part: where["neuronDevices"] for part, where in placement["servers"].items()} == {"target": ["3"], "draft": ["4"]}
+    node = "ip-10-64-1-17.us-east-2.compute.internal"
+    put_points(cloudwatch, "3", {B: (80, 9e9), B + 60: (82, 9e9), B + 120: (84, 9e9)}, node=node)
+    put_points(cloudwatch, "4", {B: (20, 2e9), B + 60: (22, 2e9), B + 120: (24, 2e9)}, node=node)
+    data = telemetry.collect(cloudwatch, "sd-test", placement, T0, T1, sleep=never_sleep)
+    assert data["status"] == "ok"
+    assert {part: d["utilizationPercent"][0] for part, d in data["servers"].items()} == {"target": [B, 80.5], "draft": [B, 20.5]}
+    published = publish.telemetry_metric_data("distributed", "sonnets", data)
+    labelled = {(d["MetricName"], tuple((x["Name"], x["Value"]) for x in d["Dimensions"]), d["Values"][0]) for d in published}
+    assert ("NeuronCoreUtilization", (("Variant", "distributed"), ("TestCase", "sonnets"), ("Server", "target")), 80.5) in labelled
+    assert ("NeuronCoreUtilization", (("Variant", "distributed"), ("TestCase", "sonnets"), ("Server", "draft")), 20.5) in labelled
+    # The dashboard draws each pod's series under the dimensions they are published with.
+    widgets = dashboard_body(spec, "us-east-2")["widgets"]
+    neuron = next(w for w in widgets if w["type"] == "metric" and "NeuronCoreUtilization" in w["properties"]["title"])
+    lines = {tuple(m[2:-1]): m[-1]["label"] for m in neuron["properties"]["metrics"]}
+    test_case = next(iter(spec.benchmark.test_cases))
+    for part in ("target", "draft"):
+        assert lines[("Variant", "distributed", "TestCase", test_case, "Server", part)] == f"distributed (sd) {part}"
+    assert ("Variant", "base", "TestCase", test_case) in lines
+    # The report: a row per pod.
+    case = type("Case", (), {"telemetry": data})()
+    figures = telemetry_figures(case)
+    assert figures["servers"]["target"]["neuron_devices"] == ["3"] and figures["servers"]["draft"]["utilization_mean_pct"] == 22.5

@@ -125,7 +125,7 @@ def test_the_benchmark_measures_the_drafts_endpoint():
     variants = {v["name"]: v for v in json.loads(data["run-config.json"])["variants"]}
     namespace = load_stack(STACK).spec().namespace
     assert variants["distributed"]["endpoint"] == f"http://vllm-distributed-draft.{namespace}.svc.cluster.local:8000/v1"
-    assert variants["distributed"]["deployment"] == "vllm-distributed-draft"
+    assert [s["deployment"] for s in variants["distributed"]["servers"]] == ["vllm-distributed-target", "vllm-distributed-draft"]
     assert variants["distributed"]["commitKey"].endswith("/draft/commit.json")
     assert variants["distributed"]["decoding"] == "sampled" and variants["fused"]["decoding"] == "greedy"
     assert set(variants) == {"base", "fused", "distributed"}

@@ -61,7 +61,9 @@ def test_every_rendered_server_passes_its_engines_checks_on_both_starts(stack):
             assert isinstance(restarted.target["on_device_sampling_config"], OnDeviceSampling)
             assert (restarted.draft is not None) == variant.is_speculative
         checked += 1
-    assert checked >= 2
+    # Every vLLM server: the baseline and, where vLLM serves one, an SD variant (a distributed study's
+    # configurations are distributed/'s servers, tests/test_distributed_stack.py).
+    assert checked >= 1 + any(v.is_speculative and len(v.servers) == 1 for v in load_stack(stack).spec().variants)
 
 
 def variant_of(stack: str, name: str):

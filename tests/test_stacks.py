@@ -23,6 +23,9 @@ EXPECTED = {
     # sample's shape, sequential on one node; the EAGLE3 tutorial's, all eight servers on one node.
     "qwen3-32b-study": ("Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B", 8, 32, 4, 1024, 5, 1, "nxdi-legacy"),
     "llama3.1-8b-eagle3-study": ("meta-llama/Llama-3.1-8B-Instruct", "RedHatAI/Llama-3.1-8B-Instruct-speculator.eagle3", 2, 8, 2, 2048, 1, 1, "vllm-neuron"),
+    # Seed 002's distributed form swept over gamma (docs/study.md, "A distributed pairing"): its
+    # first configuration, gamma 1; the baseline and one target+draft pair at a time on one node.
+    "llama3.1-8b-distributed-study": ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B", 1, 4, 1, 128, 1, 1, "nxdi-legacy"),
 }
 
 
@@ -107,7 +110,8 @@ def test_artifact_paths_are_distinct_and_follow_compile_settings():
 # stack -> seed whose benchmark shape it reproduces by default (reporting/seeds.py). The EAGLE3
 # stacks reproduce no seed: no seed ran an EAGLE3 head, so no published figure is theirs to show.
 SEED_OF_STACK = {"qwen3-32b-qwen3-1.7b": "003", "qwen3-32b-qwen3-0.6b": "001", "llama3.1-405b-llama3.2-1b": "004",
-                 "llama3.1-8b-llama3.2-1b": "002", "qwen3-32b-study": "003", "llama3.1-8b-distributed": "002"}
+                 "llama3.1-8b-llama3.2-1b": "002", "qwen3-32b-study": "003", "llama3.1-8b-distributed": "002",
+                 "llama3.1-8b-distributed-study": "002"}
 
 
 @pytest.mark.parametrize("stack", sorted(set(EXPECTED) - set(SEED_OF_STACK)))

@@ -190,3 +190,17 @@ def test_the_report_names_the_best_the_failure_and_the_published_choice(results)
                                           (10, 2.2281388519862744), (30, 2.0422724563012373)])
 def test_t_quantiles_match_the_published_table(df, quantile):
     assert t_quantile(0.975, df) == pytest.approx(quantile, rel=1e-12)
+
+
+def test_a_distributed_studys_configurations_are_shown_with_their_gamma(results):
+    """A study of a distributed pairing sweeps gamma (docs/study.md, "A distributed pairing"): the
+    report's k column and the plots' axis say so."""
+    path = results / STUDY_ID / "study.json"
+    record = json.loads(path.read_text())
+    record["variants"] = [{**v, "engine": "distributed"} if v["role"] == "sd" else v for v in record["variants"]]
+    path.write_text(json.dumps(record))
+    tuning_report.write_report(results)
+    text = (results / "tuning.md").read_text()
+    assert "| d1-k2 | Qwen/Qwen3-0.6B | gamma 2 | 3 |" in text and "| d1-k4 | Qwen/Qwen3-0.6B | gamma 4 |" in text
+    assert tuning_report.window_axis([v for v in record["variants"] if v["role"] == "sd"]).startswith("gamma")
+    assert tuning_report.window({"numSpeculativeTokens": 7, "engine": "nxdi-legacy"}) == "7"

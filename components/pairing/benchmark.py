@@ -49,8 +49,6 @@ def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
     return {"name": v.name, "role": v.role, "engine": v.engine, "baseline": v.baseline, "target": v.target, "draft": v.draft,
             "numSpeculativeTokens": v.num_speculative_tokens, "servedModelName": v.served_model_name,
             "quantization": v.quantization, "devices": v.devices, "endpoint": endpoint,
-            # The pod serving the endpoint (a distributed variant's draft: its Neuron telemetry is the draft's device).
-            "podSelector": labels(v, v.endpoint_server),
             "costPerHourUsd": hourly, "targetParamsBillion": v.target_info.params_billion,
             "draftParamsBillion": v.draft_info.params_billion if v.draft_info else None,
             # How the server decodes the benchmark's requests, so the report can flag a speedup
@@ -60,8 +58,13 @@ def variant_config(spec: StackSpec, name: str, endpoint: str) -> dict:
             # The endpoint's server's set: a distributed variant's draft, whose /health answers
             # only while its target does.
             "commitKey": f"{v.server_artifact_path(v.endpoint_server)}/{COMMIT_FILE}",
-            # What the tuner scales, and how long a first start may take before it counts as failed.
-            "deployment": workload_name(v, v.endpoint_server), "startupBudgetSeconds": v.startup_budget_seconds}
+            # How long a first start may take before it counts as failed.
+            "startupBudgetSeconds": v.startup_budget_seconds,
+            # Every pod of the variant (a distributed variant's target and draft, each on its own
+            # devices): what the tuner scales together, waits for until each serves from its
+            # published compiled set, and where the driver reads the devices' telemetry.
+            "servers": [{"part": s.part, "deployment": workload_name(v, s), "podSelector": labels(v, s),
+                         "commitKey": f"{v.server_artifact_path(s)}/{COMMIT_FILE}"} for s in v.servers]}
 
 
 def study_config(spec: StackSpec) -> dict | None:

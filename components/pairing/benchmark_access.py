@@ -105,7 +105,7 @@ class BenchmarkAccess(pulumi.ComponentResource):
         self.grants = [role, self.service_account,
                        *self._grant(args, "benchmark-placement", PLACEMENT_ROLE, placement_rules(), aliases=[moved])]
         if spec.study:
-            servers = [workload_name(v) for v in spec.tuned_servers]
+            servers = [workload_name(v, s) for v in spec.tuned_servers for s in v.servers]
             self.grants += self._grant(args, TUNER_ROLE, TUNER_ROLE, tuner_rules(servers))
         self.register_outputs({"serviceAccount": SERVICE_ACCOUNT, "roleArn": role.arn})
 

@@ -9,7 +9,9 @@ import pulumi
 import pulumi_aws as aws
 
 from benchmark.pod import DASHBOARD_ROWS, level_folder, test_case_value
+from benchmark.publish import NEURON_METRICS, SERVER_DIMENSION
 from stackconfig import StackSpec
+from stackconfig.model import Variant
 
 from .benchmark_access import benchmark_parent
 
@@ -18,7 +20,8 @@ HEADER = (
     "end-to-end, TTFT and per-request output tokens/s, timed by the measuring proxy with the server's token "
     "counts. Second row: OutputTokens (p50), draft-token acceptance (AcceptanceRate from the server's "
     "/metrics where exposed, ImpliedAcceptanceRate from streamed chunks), NeuronCore utilization and device "
-    "memory of each variant's devices (Container Insights, node-level). LLMPerf's InterTokenLatency is "
+    "memory of each variant's devices (Container Insights, node-level; a distributed variant's target and draft pods "
+    "each). LLMPerf's InterTokenLatency is "
     "published too; it counts streamed chunks and is biased against SD.")
 
 
@@ -60,6 +63,15 @@ def study_widgets(spec: StackSpec, region: str, top: int) -> list[dict]:
     return widgets
 
 
+def published_parts(variant: Variant, metric: str) -> list[str]:
+    """The pods a variant's `metric` is published for: a Neuron metric of a variant of several pods
+    (a distributed variant's target and draft) per pod, under SERVER_DIMENSION (benchmark/publish.py
+    telemetry_metric_data); everything else once, for the variant ("")."""
+    if metric in NEURON_METRICS and len(variant.servers) > 1:
+        return [server.part for server in variant.servers]
+    return [""]
+
+
 def dashboard_body(spec: StackSpec, region: str) -> dict:
     namespace, dimensions = spec.benchmark.metrics_namespace, spec.metric_dimensions
     widgets = [{
@@ -79,8 +91,11 @@ def dashboard_body(spec: StackSpec, region: str) -> dict:
                         "title": f"{test_case}: {' / '.join(metrics)} ({stat})",
                         "metrics": [[namespace, metric, "Variant", dimensions["Variant"][v.name],
                                      "TestCase", test_case_value(dimensions["TestCase"][test_case], folder),
-                                     {"label": f"{v.name} ({v.role}){' ' + metric if len(metrics) > 1 else ''}{at}"}]
-                                    for metric in metrics for v in spec.variants for folder, at in levels],
+                                     *([SERVER_DIMENSION, part] if part else []),
+                                     {"label": f"{v.name} ({v.role}){' ' + part if part else ''}"
+                                               f"{' ' + metric if len(metrics) > 1 else ''}{at}"}]
+                                    for metric in metrics for v in spec.variants for part in published_parts(v, metric)
+                                    for folder, at in levels],
                         "view": "bar", "stat": stat, "period": 3600, "region": region,
                     },
                 })

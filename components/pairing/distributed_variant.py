@@ -127,15 +127,18 @@ class DistributedVariant(pulumi.ComponentResource):
                 spec = {**spec, "affinity": affinity(variant, server)}
             k8s.apps.v1.Deployment(
                 f"{name}-{server.part}",
+                # A study in sequential mode: both pods created stopped, their counts the tuner's
+                # (it scales the pair together), as vllm_variant.py's Deployment explains.
                 metadata={"name": workload, "namespace": args.namespace, "labels": selected,
-                          "annotations": {"pulumi.com/skipAwait": "true", "pulumi.com/patchForce": "true",
-                                          "sd-trn2/artifacts": variant.server_artifact_path(server)}},
-                spec={"replicas": 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selected},
+                          "annotations": {"pulumi.com/skipAwait": "true", "sd-trn2/artifacts": variant.server_artifact_path(server),
+                                          **({} if args.scaled_by_tuner else {"pulumi.com/patchForce": "true"})}},
+                spec={"replicas": 0 if args.scaled_by_tuner else 1, "strategy": {"type": "Recreate"}, "selector": {"matchLabels": selected},
                       # Only the publisher takes the pod's AWS identity: not the server, not the installer.
                       "template": {"metadata": {"labels": selected,
                                                 "annotations": {SKIP_CONTAINERS_ANNOTATION: f"{SERVER_CONTAINER},{INSTALL_CONTAINER}"}},
                                    "spec": spec}},
-                opts=args.cluster.k8s_options(self, depends_on=[*args.depends_on, code]),
+                opts=args.cluster.k8s_options(self, depends_on=[*args.depends_on, code],
+                                              ignore_changes=["spec.replicas"] if args.scaled_by_tuner else None),
             )
             # Every server's Service has the server port (the target's: /health only); the target's
             # also gRPC. Numeric targetPorts, as vllm_variant.py's Service explains (the network

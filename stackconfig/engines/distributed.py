@@ -30,6 +30,12 @@ def speculation_length(variant: Variant) -> int:
     return variant.speculation_length or (variant.num_speculative_tokens or 0) + 1
 
 
+def max_gamma(length: int) -> int:
+    """The most draft tokens one verify forward of a target compiled for `length` positions can
+    score: gamma drafts and the bonus position (distributed/config.py check_pairing)."""
+    return length - 1
+
+
 def draft_tensor_parallel(variant: Variant) -> int:
     return DRAFT_DEVICES * (LOGICAL_CORES_PER_DEVICE // variant.serving.logical_neuron_cores)
 
@@ -116,7 +122,7 @@ def check_variant(variant: Variant) -> list[tuple[str, str]]:
         problems.append(("engine", f"serving.maxNumSeqs is {variant.serving.max_num_seqs}; a {NAME} variant serves one request "
                                    "at a time (its models are compiled for batch 1: distributed/neuron.py), so set it to 1"))
     gamma, length = variant.num_speculative_tokens, speculation_length(variant)
-    if gamma and gamma + 1 > length:
+    if gamma and gamma > max_gamma(length):
         problems.append(("numSpeculativeTokens", f"gamma {gamma} is above the target's compiled speculation length {length} - 1 "
                                                  "(speculationLength): one verify forward scores gamma + 1 positions"))
     return problems

@@ -21,7 +21,7 @@ from ..engines import (
     neuron_config_fields,
     sdk_text,
 )
-from ..model import BenchmarkSettings, CapacitySettings, ServingSettings, StudySettings, Variant
+from ..model import BenchmarkSettings, CapacitySettings, ServingSettings, Variant
 from ..semantics import engine_failures
 from ..server import LINUX_CAPABILITIES, NEVER_ADDED, RESERVED_ENVIRONMENT
 from ..store import UNPINNED_REVISION
@@ -31,10 +31,11 @@ UNKNOWN_MODEL = ModelInfo("", gated=False, params_billion=0)
 """Stands in for a model id already reported as unknown, so parsing can go on collecting problems."""
 
 
-def _check_placements(keys: list[str], variants: list[Variant], capacity: CapacitySettings, study: StudySettings | None,
+def _check_placements(keys: list[str], variants: list[Variant], capacity: CapacitySettings,
                       problems: list[tuple[str, str]]) -> None:
     """A variant that runs several servers (stackconfig/engines/ EngineInfo.servers): those that
-    share a node (placement same-node) must fit on it together, and no study's tuner scales it."""
+    share a node (placement same-node) must fit on it together (a study's tuner scales them
+    together: benchmark/tuner.py)."""
     shape = INSTANCE_SHAPES.get(capacity.instance_type)
     for key, variant in zip(keys, variants):
         if variant.engine not in ENGINES or len(variant.servers) < 2:
@@ -46,9 +47,6 @@ def _check_placements(keys: list[str], variants: list[Variant], capacity: Capaci
                 problems.append((f"{key}.placement", f"{variant.placement}: its servers need {needs} devices on one node; a "
                                                      f"{capacity.instance_type} has {shape.neuron_devices} (separate-node, "
                                                      "or fewer devices: serving.devicesPerVariant)"))
-        if study is not None:
-            problems.append((key, f"a study's tuner scales one server per variant; this {variant.engine} variant runs "
-                                  f"{len(variant.servers)} (measure it in a stack without a study)"))
 
 
 def _check_engine_wide(serving: ServingSettings, benchmark: BenchmarkSettings, variants: list[Variant],

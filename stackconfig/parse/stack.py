@@ -108,7 +108,7 @@ def parse_stack_config(project: str, stack: str, config: Mapping[str, Any],
         for key, variant in zip(keys, variants):
             if variant.engine in ENGINES:  # else reported: serving.engine
                 problems += [(f"{key}.{name}", message) for name, message in ENGINES[variant.engine].check_variant(variant)]
-    _check_placements(keys, variants, capacity, study, problems)
+    _check_placements(keys, variants, capacity, problems)
     _check_metric_dimensions(benchmark, variants, problems)
     _check_dashboard_metrics(benchmark, variants, study, problems)
     _check_engine_wide(serving, benchmark, variants, problems)

@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..catalog import SPECULATIVE_TOKENS_RANGE, ModelInfo
+from ..engines import ENGINES
+from ..engines.distributed import NAME as DISTRIBUTED
+from ..engines.distributed import max_gamma
 from ..model import GridPoint, StudySettings
 from ..naming import slug
 from .reader import _DNS_LABEL, _Section
 
 STUDY_KEYS = {"mode", "repeats", "drafts", "windows", "baseline", "draftMaxModelLen", "ttftTargetMs", "tpotTargetMs",
-              "timeDraftsAlone"}
+              "timeDraftsAlone", "engine", "speculationLength"}
 
 
 STUDY_MODES = ("sequential", "parallel")
@@ -36,13 +39,26 @@ def _parse_study(s: _Section, models: Mapping[str, ModelInfo], hand_written: Any
     targets = [s.integer(key, None, low=1, high=600_000) for key in ("ttftTargetMs", "tpotTargetMs")]
     low, high = SPECULATIVE_TOKENS_RANGE
     given = s.listing("windows", []) or []
+    engine = s.string("engine", None, choices=tuple(ENGINES))
+    length = s.integer("speculationLength", None, low=2, high=high + 1)
+    if length is not None and engine != DISTRIBUTED:
+        s.problem("speculationLength", f"is the target's compiled speculation length of a {DISTRIBUTED} study "
+                                       f"(engine: {DISTRIBUTED}); this study's engine is {engine or 'the serving engine'}")
+        length = None
+    if length is not None:
+        high = min(high, max_gamma(length))
 
     def is_window(value: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
     windows = [w for w in given if is_window(w)]
     for index, window in enumerate(given):
-        if not is_window(window):
+        if is_window(window):
+            continue
+        if length is not None and isinstance(window, int) and high < window <= SPECULATIVE_TOKENS_RANGE[1]:
+            s.problem(f"windows[{index}]", f"gamma {window} is above the target's compiled speculation length {length} - 1 "
+                                           "(study.speculationLength): one verify forward scores gamma + 1 positions")
+        else:
             s.problem(f"windows[{index}]", f"{window!r} is not a speculative window in {low}..{high}")
     if len(set(windows)) != len(windows):
         s.problem("windows", "lists a window more than once")
@@ -65,7 +81,7 @@ def _parse_study(s: _Section, models: Mapping[str, ModelInfo], hand_written: Any
         if model is None:
             continue
         label = entry.string("label", slug(model), pattern=_DNS_LABEL, hint="a lowercase DNS label") or slug(model)
-        points = {f"{label}-k{w}": w for w in windows}
+        points = {f"{label}-{'g' if engine == DISTRIBUTED else 'k'}{w}": w for w in windows}
         alone_name = f"{label}-alone" if alone and models[model].kind == "model" and windows else None
         longest = max([*points, *([alone_name] if alone_name else [])], key=len, default=label)
         if not _DNS_LABEL.match(longest):
@@ -79,6 +95,10 @@ def _parse_study(s: _Section, models: Mapping[str, ModelInfo], hand_written: Any
             variant = {"name": name, "role": "sd", "draft": model, "numSpeculativeTokens": window, "baseline": baseline}
             if s.raw.get("draftMaxModelLen") is not None:
                 variant["draftMaxModelLen"] = s.raw["draftMaxModelLen"]
+            if engine is not None:
+                variant["engine"] = engine
+            if engine == DISTRIBUTED:
+                variant["speculationLength"] = length or max(windows) + 1
             entries.append((f"study(draft {model}, window {window})", variant))
             grid.append(GridPoint(name, model, window))
         if alone_name:
