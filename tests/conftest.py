@@ -144,6 +144,19 @@ def kubernetes_schemas_read_once():
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def moto_without_default_images():
+    """moto's EC2 builds every region's backend anew at each mock_aws start and stop and at each
+    reset (moto/core/base_backend.py, reset), and each build loads the region's public AMIs, about
+    1,300 images (the ECS-optimized ones the most: moto/ec2/models/amis.py, _load_amis;
+    MOTO_EC2_LOAD_DEFAULT_AMIS, read at each build: moto/settings.py). No test lists them (instances are launched from an id moto does not
+    check: tests/test_tools.py IMAGE), so they are left out: about 0.2 CPU s per region per test.
+    Processes the tests start inherit it (a rehearsal's moto)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
+        yield
+
+
 @pytest.fixture(autouse=True)
 def no_real_hub(monkeypatch):
     """No test reaches the real Hugging Face hub: HF_ENDPOINT names the discard port (connection
