@@ -2,6 +2,7 @@
 the operator tools run in (credentials or none, a PATH of fake CLIs)."""
 from __future__ import annotations
 
+import collections
 import fcntl
 import functools
 import logging
@@ -42,6 +43,18 @@ STACKS = STANDALONE
 
 SHARED_PLANS: list[Path] = []
 """Under pytest-xdist, the folder where the workers leave the plans they made (shared_plans)."""
+
+
+def pytest_collection_modifyitems(items):
+    """Under -n, whole files go to the workers in the order collected (pytest.ini: --dist loadfile
+    --no-loadscope-reorder), a next one to a worker as it runs out. Files marked `waits` (their tests
+    mostly wait on processes or on servers that answer at a set pace) come first, so that the waiting
+    overlaps the other worker's work; then the others, most tests first. xdist's own order (most
+    tests first, --loadscope-reorder) handed out a one-test file that waits 50 s last, and the run
+    ended with one worker idle while it waited. Each file's tests keep their order."""
+    tests = collections.Counter(item.path for item in items)
+    waits = {item.path for item in items if item.get_closest_marker("waits")}
+    items.sort(key=lambda item: (item.path not in waits, -tests[item.path]))
 
 
 @pytest.fixture(scope="session", autouse=True)

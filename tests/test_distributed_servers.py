@@ -33,6 +33,7 @@ from stackconfig.source import PROJECT_DIR
 from tests.distributed_models import write_models
 
 SPECULATION_LENGTH, GAMMA, MAX_CONTEXT, RPC_TIMEOUT_S = 5, 4, 512, 3.0
+pytestmark = pytest.mark.waits  # on servers starting (torch in each), an RPC deadline, a target restarted
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(PROJECT_DIR)}
 
 
