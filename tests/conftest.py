@@ -158,6 +158,23 @@ def kubernetes_schemas_read_once():
 
 
 @pytest.fixture(scope="session", autouse=True)
+def botocore_data_read_once():
+    """botocore parses its JSON data (endpoints.json, each service's model: EC2's is megabytes)
+    once per Loader, and each Session has its own (botocore/loaders.py, instance_cache); the code
+    under test makes a Session per command, moto makes its own, so the same files were parsed about
+    ten times a test: a third of tests/test_preflight.py's time in a profile (cProfile, json
+    raw_decode). Here each file is parsed once per process. botocore already shares what it loads
+    between every client of a Session and only reads it; the one merge it makes into a loaded model
+    (ExtrasProcessor, deep_merge of a service's sdk-extras) sets the same values again."""
+    import botocore.loaders
+
+    parsed = functools.lru_cache(maxsize=None)(botocore.loaders.JSONFileLoader().load_file)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(botocore.loaders.JSONFileLoader, "load_file", lambda self, file_path: parsed(file_path))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def moto_without_default_images():
     """moto's EC2 builds every region's backend anew at each mock_aws start and stop and at each
     reset (moto/core/base_backend.py, reset), and each build loads the region's public AMIs, about
