@@ -2,6 +2,7 @@
 the operator tools run in (credentials or none, a PATH of fake CLIs)."""
 from __future__ import annotations
 
+import collections
 import fcntl
 import functools
 import logging
@@ -42,6 +43,18 @@ STACKS = STANDALONE
 
 SHARED_PLANS: list[Path] = []
 """Under pytest-xdist, the folder where the workers leave the plans they made (shared_plans)."""
+
+
+def pytest_collection_modifyitems(items):
+    """Under -n, whole files go to the workers in the order collected (pytest.ini: --dist loadfile
+    --no-loadscope-reorder), a next one to a worker as it runs out. Files marked `waits` (their tests
+    mostly wait on processes or on servers that answer at a set pace) come first, so that the waiting
+    overlaps the other worker's work; then the others, most tests first. xdist's own order (most
+    tests first, --loadscope-reorder) handed out a one-test file that waits 50 s last, and the run
+    ended with one worker idle while it waited. Each file's tests keep their order."""
+    tests = collections.Counter(item.path for item in items)
+    waits = {item.path for item in items if item.get_closest_marker("waits")}
+    items.sort(key=lambda item: (item.path not in waits, -tests[item.path]))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -141,6 +154,36 @@ def kubernetes_schemas_read_once():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(kubernetes_validate.utils, "schema_contents",
                       functools.lru_cache(maxsize=None)(kubernetes_validate.utils.schema_contents))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def botocore_data_read_once():
+    """botocore parses its JSON data (endpoints.json, each service's model: EC2's is megabytes)
+    once per Loader, and each Session has its own (botocore/loaders.py, instance_cache); the code
+    under test makes a Session per command, moto makes its own, so the same files were parsed about
+    ten times a test: a third of tests/test_preflight.py's time in a profile (cProfile, json
+    raw_decode). Here each file is parsed once per process. botocore already shares what it loads
+    between every client of a Session and only reads it; the one merge it makes into a loaded model
+    (ExtrasProcessor, deep_merge of a service's sdk-extras) sets the same values again."""
+    import botocore.loaders
+
+    parsed = functools.lru_cache(maxsize=None)(botocore.loaders.JSONFileLoader().load_file)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(botocore.loaders.JSONFileLoader, "load_file", lambda self, file_path: parsed(file_path))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def moto_without_default_images():
+    """moto's EC2 builds every region's backend anew at each mock_aws start and stop and at each
+    reset (moto/core/base_backend.py, reset), and each build loads the region's public AMIs, about
+    1,300 images (the ECS-optimized ones the most: moto/ec2/models/amis.py, _load_amis;
+    MOTO_EC2_LOAD_DEFAULT_AMIS, read at each build: moto/settings.py). No test lists them (instances are launched from an id moto does not
+    check: tests/test_tools.py IMAGE), so they are left out: about 0.2 CPU s per region per test.
+    Processes the tests start inherit it (a rehearsal's moto)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MOTO_EC2_LOAD_DEFAULT_AMIS", "false")
         yield
 
 

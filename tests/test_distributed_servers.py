@@ -33,6 +33,7 @@ from stackconfig.source import PROJECT_DIR
 from tests.distributed_models import write_models
 
 SPECULATION_LENGTH, GAMMA, MAX_CONTEXT, RPC_TIMEOUT_S = 5, 4, 512, 3.0
+pytestmark = pytest.mark.waits  # on servers starting (torch in each), an RPC deadline, a target restarted
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(PROJECT_DIR)}
 
 
@@ -58,9 +59,19 @@ class Process:
         self.popen.wait(10)
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 class Servers:
+    """The target (answering /health on its own port, as in the pod) and the draft in front of it,
+    started once for the module: each start of a server costs a Python that imports torch."""
+
     def __init__(self, models: dict[str, Path]):
         self.models = models
+        self.health_port = free_port()
         self.target = self.start_target("0")
         self.draft = Process("distributed.draft_server", "--model", str(models["draft"]), "--target", self.target.address,
                              "--gamma", str(GAMMA), "--port", "0", "--max-concurrency", "1",
@@ -69,7 +80,8 @@ class Servers:
 
     def start_target(self, port: str) -> Process:
         return Process("distributed.target_server", "--model", str(self.models["target"]), "--port", port,
-                       "--speculation-length", str(SPECULATION_LENGTH), "--max-context", str(MAX_CONTEXT))
+                       "--speculation-length", str(SPECULATION_LENGTH), "--max-context", str(MAX_CONTEXT),
+                       "--health-port", str(self.health_port))
 
     def restart_target(self) -> None:
         self.target.stop()
@@ -226,21 +238,16 @@ def test_the_draft_refuses_to_start_against_a_target_it_cannot_pair_with(servers
     assert "--gamma: 5" in stderr and "--model: the draft's tokenizer" in stderr
 
 
-def test_the_target_answers_health_over_http_once_it_serves(models):
+def test_the_target_answers_health_over_http_once_it_serves(servers, models):
     """The pod's probes, serve.sh and the publisher ask a server's /health over HTTP
-    (components/pairing/distributed_variant.py): the target answers it on --health-port."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        health = probe.getsockname()[1]
-    target = Process("distributed.target_server", "--model", str(models["target"]), "--port", "0", "--health-port", str(health))
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{health}/health", timeout=10) as response:
-            assert response.status == 200
-        with pytest.raises(urllib.error.HTTPError) as missing:
-            urllib.request.urlopen(f"http://127.0.0.1:{health}/v1/models", timeout=10)
-        assert missing.value.code == 404
-    finally:
-        target.stop()
+    (components/pairing/distributed_variant.py): the target answers it on --health-port (the
+    module's target, started with one: Process returns once it prints that it listens)."""
+    health = servers.health_port
+    with urllib.request.urlopen(f"http://127.0.0.1:{health}/health", timeout=10) as response:
+        assert response.status == 200
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(f"http://127.0.0.1:{health}/v1/models", timeout=10)
+    assert missing.value.code == 404
     with pytest.raises(ConfigError) as refused:
         target_settings(["--model", str(models["target"]), "--port", "7000", "--health-port", "7000"])
     assert sorted(refused.value.errors) == ["--health-port"]

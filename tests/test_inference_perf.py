@@ -24,6 +24,7 @@ PROMPT = "Repeat the next line exactly 50 times"
 SYNTHETIC_HEADER = "Pick as many lines as you can from these poem lines:"
 """What inference-perf's synthetic generator puts before the corpus (datagen/synthetic/synthetic_datagen.py)."""
 AGREE = 0.02  # the issue's tolerance
+pytestmark = pytest.mark.waits  # on inference-perf and LLMPerf starting, and on servers that answer at a set pace
 
 
 @pytest.fixture

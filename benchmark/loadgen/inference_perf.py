@@ -81,7 +81,10 @@ def load(case: Case) -> dict[str, Any]:
         kind = "constant"
     # One worker process: asyncio holds any concurrency a stack allows (serving.maxNumSeqs), and
     # the pod's cores stay with the proxy; in-flight requests capped only by what is asked.
-    return {"type": kind, "stages": [stage], "num_workers": 1, "worker_max_concurrency": requests,
+    # interval 0: it waits `interval` seconds (default 1) after every stage, the last one too, when
+    # it runs worker processes (loadgen/load_generator.py at 0.7.0, mp_run); one stage per invocation
+    # leaves nothing to wait for.
+    return {"type": kind, "stages": [stage], "interval": 0, "num_workers": 1, "worker_max_concurrency": requests,
             "request_timeout": case.shape["requestTimeoutSeconds"], "base_seed": SEED}
 
 
