@@ -35,10 +35,12 @@ from typing import Any
 from benchmark import pod as benchmark_pod
 from benchmark.loadgen import GENERATORS, inference_perf
 from benchmark.podsetup import SetupError, read_manifest, verify_tree
+from distributed import pod as distributed_pod
 from modelstore.layout import FILES_DIR
 from reporting import report as run_report
 from reporting import tuning_report
 from stackconfig import ConfigError, StackSpec
+from stackconfig.engines.distributed import NAME as DISTRIBUTED
 from stackconfig.source import FILES, PROJECT, PROJECT_DIR, load_stack, stack_names
 from stackconfig.store import UNPINNED_REVISION
 
@@ -53,6 +55,11 @@ from .store import CREDENTIALS, BucketWatch, FaultyS3, HealthWatch, StoreView, a
 
 LABEL = "rehearsal: synthetic models on CPU; not Trainium figures"
 DEFAULT_SHAPE = {"requestsPerTestCase": 4, "inputTokens": 64, "outputTokens": 64, "concurrency": 1}
+SHORT_CONTEXT = 256
+"""A stack whose sequences are shorter (seed 002's 128 tokens) is rehearsed with the shortest prompt
+LLMPerf makes (benchmark/pod.py MIN_INPUT_TOKENS): the stand-in tokenizer counts LLMPerf's 40-token
+prompt as about 54 tokens with the chat template, its 64-token one as about 76 (measured), and 76 +
+64 output tokens overflow 128 (vLLM answers 400; the distributed draft stops short of its window)."""
 DEFAULT_TEST_CASES = 2
 """The stack's first test cases; with the shape above one pairing takes a few minutes on 2 cores."""
 DEFAULT_STUDY_TEST_CASES, DEFAULT_CONFIGURATIONS, DEFAULT_REPEATS = 1, 2, 1
@@ -79,7 +86,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stack", required=True)
     parser.add_argument("--faults", default="", help=f"comma-separated: {', '.join(FAULTS)}")
     parser.add_argument("--requests", type=int, default=DEFAULT_SHAPE["requestsPerTestCase"], help="requests per test case")
-    parser.add_argument("--input-tokens", type=int, default=DEFAULT_SHAPE["inputTokens"])
+    parser.add_argument("--input-tokens", type=int, help=f"default {DEFAULT_SHAPE['inputTokens']}; for a stack whose "
+                                                        f"maxModelLen is below {SHORT_CONTEXT}, {benchmark_pod.MIN_INPUT_TOKENS}")
     parser.add_argument("--output-tokens", type=int, default=DEFAULT_SHAPE["outputTokens"])
     parser.add_argument("--load-generator", help=f"the benchmark's load generator instead of the stack's: {', '.join(GENERATORS)}")
     parser.add_argument("--concurrency", help="one concurrency, or several ascending, comma-separated: a load sweep, the "
@@ -108,10 +116,6 @@ def stand_in_problems(spec: StackSpec) -> list[str]:
         if variant.is_speculative and variant.speculation_method not in (None, "draft_model"):
             problems.append(f"variant {variant.name} speculates with {variant.speculation_method}: the rehearsal builds draft "
                             "models only")
-        if len(variant.servers) > 1:
-            problems.append(f"variant {variant.name} runs {len(variant.servers)} servers ({variant.engine}): the rehearsal stands in "
-                            "for vLLM servers only (distributed/'s servers on CPU: tests/test_distributed_servers.py, "
-                            "docs/distributed.md)")
     for model in spec.prepared_models:
         if model.form != "hub":
             problems.append(f"{model.model} is prepared as {model.form}: the rehearsal's stand-in models are BF16 hub checkpoints")
@@ -161,6 +165,8 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
     unknown = [c for c in cases if c not in spec.benchmark.test_cases]
     if unknown:
         raise BadInput(f"unknown test case(s) {', '.join(unknown)}; the stack's: {', '.join(spec.benchmark.test_cases)}")
+    if args.input_tokens is None:
+        args.input_tokens = benchmark_pod.MIN_INPUT_TOKENS if spec.serving.max_model_len < SHORT_CONTEXT else DEFAULT_SHAPE["inputTokens"]
     if min(args.requests, args.output_tokens) < 1 or args.input_tokens < benchmark_pod.MIN_INPUT_TOKENS:
         raise BadInput(f"--requests and --output-tokens must be at least 1 and --input-tokens at least "
                        f"{benchmark_pod.MIN_INPUT_TOKENS} (benchmark/pod.py MIN_INPUT_TOKENS)")
@@ -215,6 +221,8 @@ class Rehearsal:
         self.pollers: list[Any] = []
         self.notes: list[str] = []
         self.sd = next(v for v in spec.variants if v.is_speculative and (not args.tuned or v.name in args.tuned))
+        self.distributed = next((v for v in spec.variants if v.engine == DISTRIBUTED and (not args.tuned or v.name in args.tuned)), None)
+        """The variant whose draft calls a target server (stackconfig/engines/distributed.py), if any."""
         self.terminated_job = False
         self.crashed = False
         self.killed: set[str] = set()
@@ -339,7 +347,8 @@ class Rehearsal:
         python = venv.ensure(args.venv, say=self.say)
         models = self.models_dir = self.models(python)
         source, self.llmperf_note = self.llmperf_source()
-        wheels = self.wheelhouse([PROJECT_DIR / "modelstore" / "requirements.lock", benchmark_pod.PACKAGE_DIR / benchmark_pod.POD_LOCK])
+        wheels = self.wheelhouse([PROJECT_DIR / "modelstore" / "requirements.lock", benchmark_pod.PACKAGE_DIR / benchmark_pod.POD_LOCK,
+                                  *([distributed_pod.PACKAGE_DIR / distributed_pod.LOCK] if self.distributed else [])])
         buckets = sorted({v.bucket for v in cluster.claims.values()} | {e["value"] for w in cluster.workloads for c in w.pod["containers"]
                           + w.pod.get("initContainers", []) for e in c.get("env", []) if e["name"] in ("BUCKET", "RESULTS_BUCKET")})
         s3 = client("s3", moto, spec.region)
@@ -373,21 +382,20 @@ class Rehearsal:
         base = getattr(sys, "_base_executable", sys.executable)
         # The pods' images: a Python with the standard library only (-S: no site-packages), their
         # lock installed by pip into their own volume from the wheels fetched above, and the
-        # rehearsal's engine as `vllm`.
+        # rehearsal's engine as `vllm` and as the distributed servers' `python3 -m distributed.<server>`
+        # (the Neuron image's Python, which brings torch and transformers: the rehearsal virtualenv's).
+        engine = PROJECT_DIR / "rehearse" / "engine.py"
         shim(bin_dir / "python", f'exec "{base}" -S "$@"')
-        shim(bin_dir / "python3", f'exec "{base}" -S "$@"')
+        shim(bin_dir / "python3", f'case "$1 $2" in "-m distributed."*) exec "{python}" "{engine}" "$@";; esac\n'
+                                  f'exec "{base}" -S "$@"')
         shim(bin_dir / "pip", f'exec "{sys.executable}" -m pip "$@" --no-index --find-links "{wheels}"')
-        shim(bin_dir / "vllm", f'exec "{python}" "{PROJECT_DIR / "rehearse" / "engine.py"}" "$@"')
-        ports = {w.name: free_port() for w in cluster.workloads if w.kind == "Deployment"}
-        health = HealthWatch(ports, self.timeline)
+        shim(bin_dir / "vllm", f'exec "{python}" "{engine}" "$@"')
+        ports = {w.name: {p["containerPort"]: free_port() for c in w.pod["containers"] for p in c.get("ports", [])}
+                 for w in cluster.workloads if w.kind == "Deployment"}
+        health = HealthWatch({name: http_port(local) for name, local in ports.items()}, self.timeline)
         health.start()
         self.pollers.append(health)
-        services = {}
-        for name, service in cluster.services.items():
-            target = next(w for w in cluster.workloads if w.kind == "Deployment" and w.pod_labels == service["spec"]["selector"])
-            for port in service["spec"]["ports"]:
-                services[f"http://{name}.{service['metadata']['namespace']}.svc.cluster.local:{port['port']}"] = \
-                    f"http://127.0.0.1:{ports[target.name]}"
+        services = service_addresses(cluster, ports)
         with hub:
             node = Node(bin_dir=bin_dir, services=services, store_views={c: v.folder for c, v in views.items()},
                         environment={**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": spec.region,
@@ -501,7 +509,7 @@ class Rehearsal:
                 self.kill("prep-killed-mid-upload", live[0], "with an upload in flight")
         tuner, sd = self.controllers[self.benchmark].live(), self.sd_pod()
         if "tuner-killed" in self.faults and "tuner-killed" not in self.killed and tuner and sd is not None \
-                and any(k.endswith("/case.json") for k in self.watch.seen) and requests_running(self.ports[f"vllm-{self.sd.name}"]):
+                and any(k.endswith("/case.json") for k in self.watch.seen) and requests_running(http_port(self.ports[f"vllm-{self.sd.name}"])):
             self.kill("tuner-killed", tuner[0], f"while {self.sd.name} has requests running")
         if "two-tuners" in self.faults and self.second_tuner is None and self.kubernetes_history:
             self.second_tuner = Controller(self.controllers[self.benchmark].workload, self.make_pod, self.timeline, serial=100)
@@ -594,6 +602,26 @@ class Rehearsal:
         rehearsal = {**self.shape, "faults": list(self.faults), "loadGenerator": self.llmperf_note, "outcomes": checks}
         (self.out / f"{name}.json").write_text(json.dumps({"label": LABEL, "rehearsal": rehearsal, **document}, indent=2,
                                                           sort_keys=True) + "\n")
+
+
+def http_port(ports: dict[int, int]) -> int:
+    """The local port of a server pod's first container port: its HTTP one (/health, /metrics, the
+    API), which the rendered servers list first."""
+    return next(iter(ports.values()))
+
+
+def service_addresses(cluster: Cluster, ports: dict[str, dict[int, int]]) -> dict[str, str]:
+    """Each Service port's cluster DNS address (host:port) -> the local address of its target port
+    on the Deployment the Service selects."""
+    addresses = {}
+    for name, service in cluster.services.items():
+        target = next(w for w in cluster.workloads if w.kind == "Deployment" and w.pod_labels == service["spec"]["selector"])
+        named = {p["name"]: p["containerPort"] for c in target.pod["containers"] for p in c.get("ports", []) if "name" in p}
+        for port in service["spec"]["ports"]:
+            target_port = port.get("targetPort", port["port"])
+            local = ports[target.name][named[target_port] if isinstance(target_port, str) else int(target_port)]
+            addresses[f"{name}.{service['metadata']['namespace']}.svc.cluster.local:{port['port']}"] = f"127.0.0.1:{local}"
+    return addresses
 
 
 def preparation_model(workload: Workload) -> str | None:
