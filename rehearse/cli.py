@@ -45,7 +45,16 @@ from stackconfig.source import FILES, PROJECT, PROJECT_DIR, load_stack, stack_na
 from stackconfig.store import UNPINNED_REVISION
 
 from . import outcomes, venv
-from .faults import EVICTING_LIMIT, FAULTS, HEALTH_POLL_SLOW_S, STUDY_FAULTS, UPLOAD_HOLD_S, FaultError, parse_faults
+from .faults import (
+    DISTRIBUTED_FAULTS,
+    EVICTING_LIMIT,
+    FAULTS,
+    HEALTH_POLL_SLOW_S,
+    STUDY_FAULTS,
+    UPLOAD_HOLD_S,
+    FaultError,
+    parse_faults,
+)
 from .hub import LocalHub, Repository
 from .kube import Cluster, Workload, read_plan
 from .kubeapi import KubernetesApi, serving_certificate
@@ -72,6 +81,7 @@ STANDIN_LLMPERF = Path(__file__).resolve().parent / "standin_llmperf"
 INFERENCE_PERF_VENV = PROJECT_DIR / ".venv-inference-perf"
 """inference-perf installed from its lock with Python 3.12 (`make .venv-inference-perf/.installed`)."""
 PODSETUP_LINE = "python -m benchmark.podsetup "
+DRAFT_METRICS = "draft-metrics.txt"
 RESTARTS_TO_FAIL = 2
 """As the tuner counts a failed server (benchmark/tuner.py RESTARTS_TO_FAIL)."""
 
@@ -157,6 +167,9 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
         raise BadInput(f"stack {args.stack} is a platform: it runs no workload to rehearse")
     if not spec.study and set(faults) & set(STUDY_FAULTS):
         raise BadInput(f"faults {', '.join(f for f in faults if f in STUDY_FAULTS)} act on a study's tuner; {args.stack} is a pairing")
+    if set(faults) & set(DISTRIBUTED_FAULTS) and not any(v.engine == DISTRIBUTED for v in spec.variants):
+        raise BadInput(f"faults {', '.join(f for f in faults if f in DISTRIBUTED_FAULTS)} act on a {DISTRIBUTED} variant's servers; "
+                       f"{args.stack} has none")
     problems = stand_in_problems(spec)
     if problems:
         raise BadInput(f"the rehearsal cannot stand in for stack {args.stack}: " + "; ".join(problems))
@@ -487,7 +500,40 @@ class Rehearsal:
         for benchmark in benchmarks:
             if benchmark.threads:
                 benchmark.threads[-1].join(timeout=120)
+        if self.distributed is not None:
+            self.scrape_draft_metrics()
         return 0
+
+    def distributed_server(self, server: str) -> Controller:
+        """The controller of the distributed variant's target or draft (its pods' sd-trn2/server label)."""
+        return next(c for c in self.controllers.values() if c.workload.pod_labels.get("sd-trn2/variant") == self.distributed.name
+                    and c.workload.pod_labels.get("sd-trn2/server") == server)
+
+    def inject_distributed(self) -> None:
+        """target-restart: the target's server killed while the draft has a request running."""
+        if "target-restart" not in self.faults or "target-restart" in self.killed:
+            return
+        draft, target = self.distributed_server("draft"), self.distributed_server("target")
+        pods = target.live()
+        server = pods[0].containers[0] if pods else None
+        if server is None or server.process is None or server.process.poll() is not None \
+                or not requests_running(http_port(self.ports[draft.workload.name])):
+            return
+        self.killed.add("target-restart")
+        self.timeline.event("fault", "target-restart", f"SIGKILL to {pods[0].name}/{server.name} (pid {server.process.pid}) "
+                                                       f"while {draft.workload.name} has a request running")
+        os.killpg(server.process.pid, signal.SIGKILL)
+
+    def scrape_draft_metrics(self) -> None:
+        """The distributed draft's counters once the benchmark has ended (its requests by outcome),
+        kept in draft-metrics.txt: the pod's own record of what it failed."""
+        port = http_port(self.ports[self.distributed_server("draft").workload.name])
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                self.draft_metrics = response.read().decode()
+        except OSError as error:
+            self.draft_metrics = f"# the draft did not answer /metrics: {error}\n"
+        (self.out / DRAFT_METRICS).write_text(self.draft_metrics)
 
     def sd_pod(self) -> LocalPod | None:
         live = self.controllers[f"vllm-{self.sd.name}"].live()
@@ -520,6 +566,8 @@ class Rehearsal:
     def inject(self) -> None:
         """The faults that act during the run."""
         self.inject_study_and_preparation()
+        if self.distributed is not None:
+            self.inject_distributed()
         pod = self.sd_pod()
         if pod is None:
             return
