@@ -52,7 +52,7 @@ from rehearse.kubelet import EMPTYDIR_EVICTION, ControlledWorkloads, Controller,
 from rehearse.processes import Supervisor, Timeline
 from rehearse.store import FaultyS3, StoreView
 from rehearse.venv import STAMP, stamp_of
-from stackconfig.engines.distributed import TARGET_PORT
+from stackconfig.engines.distributed import SIGNATURES, TARGET_PORT
 from stackconfig.source import PROJECT_DIR, load_stack
 from tools.__main__ import main as tools_main
 
@@ -714,6 +714,33 @@ def test_server_crash_wants_a_restart_and_the_case_recorded_failed(tmp_path):
     record["cases"] = [{**c, "failed": 2, "short": True} if c["variant"] == "sd" else c for c in record["cases"]]
     run.write_text(json.dumps(record))
     assert [c["check"] for c in outcomes.check(rehearsal) if not c["ok"]] == []
+
+
+def test_target_restart_wants_the_draft_to_fail_and_count_the_request_and_the_target_back(tmp_path):
+    spec = load_stack("llama3.1-8b-distributed").spec()
+    out, timeline = tmp_path / "out", Timeline(tmp_path / "timeline.jsonl")
+    servers = {name: SimpleNamespace(workload=SimpleNamespace(name=f"vllm-distributed-{name}"),
+                                     pods=[SimpleNamespace(name=f"vllm-distributed-{name}-1", containers=[SimpleNamespace(name="vllm")])])
+               for name in ("target", "draft")}
+    run = out / "bucket" / spec.results_prefix / "run-1"
+    run.mkdir(parents=True)
+    cases = [{"variant": "distributed", "testCase": "counting"}, {"variant": "distributed", "testCase": "sonnets"}]
+    (run / "run.json").write_text(json.dumps({"status": "incomplete", "cases": [
+        {**cases[0], "failed": 1, "short": True}, {**cases[1], "failed": 0, "short": False}]}))
+    log = out / "pods" / "vllm-distributed-draft-1" / "logs" / "vllm.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("2026-11-28 00:00:00 WARNING distributed.draft_server: " +
+                   SIGNATURES["request-failed"].format(request="cmpl-1", error="target UNAVAILABLE: Socket closed") + "\n")
+    timeline.event("fault", "target-restart", "SIGKILL")
+    timeline.event("container-start", "vllm-distributed-target-1/vllm", "pid 2", restarts=1)
+    rehearsal = SimpleNamespace(spec=spec, out=out, timeline=timeline, killed={"target-restart"}, shape={"testCases": ["counting", "sonnets"]},
+                                distributed=spec.variant("distributed"), distributed_server=servers.__getitem__,
+                                draft_metrics='distributed_requests_total{outcome="failed"} 1.0\ndistributed_requests_total{outcome="ok"} 7.0\n')
+    assert outcomes.target_restarted(rehearsal, cases)["ok"]
+    assert not outcomes.target_restarted(SimpleNamespace(**{**vars(rehearsal), "draft_metrics": ""}), cases)["ok"]  # not counted
+    assert not outcomes.target_restarted(rehearsal, cases[:1])["ok"]  # a later case not measured
+    timeline.event("container-exit", "vllm-distributed-draft-1/vllm", "exit code 1")
+    assert not outcomes.target_restarted(rehearsal, cases)["ok"]  # the draft went down with its target
 
 
 # -- the Kubernetes API the tuner reaches ------------------------------------------------------------
