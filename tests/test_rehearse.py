@@ -158,7 +158,7 @@ def test_faults_parse_in_order_and_refuse_doubles():
     with pytest.raises(FaultError, match="named twice"):
         parse_faults("s3-5xx,s3-5xx")
     assert {"healthy-before-compile-complete", "server-crash", "s3-5xx", "emptydir-over-limit", "compile-fails",
-            "prep-killed-mid-upload", "tuner-killed", "two-tuners"} == set(FAULTS)
+            "prep-killed-mid-upload", "tuner-killed", "two-tuners", "target-restart"} == set(FAULTS)
     assert all(f.outcome and f.does for f in FAULTS.values())
 
 
