@@ -154,7 +154,8 @@ def target_restarted(rehearsal: Any, cases: list[dict[str, Any]]) -> dict[str, A
     draft, target = rehearsal.distributed_server("draft"), rehearsal.distributed_server("target")
     restarts = [e for e in rehearsal.timeline.of("container-start") if e["subject"].startswith(f"{target.workload.name}-")
                 and e["subject"].endswith(f"/{target.pods[0].containers[0].name}") and e["restarts"] > 0] if target.pods else []
-    draft_exits = [e for e in rehearsal.timeline.of("container-exit") if e["subject"].startswith(f"{draft.workload.name}-")]
+    draft_exits = [e for e in rehearsal.timeline.of("container-exit") if e["subject"].startswith(f"{draft.workload.name}-")
+                   and e["subject"].endswith(f"/{draft.pods[0].containers[0].name}")] if draft.pods else []
     logged = [line for line in server_log(rehearsal, draft).splitlines() if SIGNATURES["request-failed"].matches(line)]
     counted = sum(float(line.rsplit(" ", 1)[1]) for line in getattr(rehearsal, "draft_metrics", "").splitlines()
                   if line.startswith('distributed_requests_total{outcome="failed"}'))

@@ -732,6 +732,7 @@ def test_target_restart_wants_the_draft_to_fail_and_count_the_request_and_the_ta
     log.write_text("2026-11-28 00:00:00 WARNING distributed.draft_server: " +
                    SIGNATURES["request-failed"].format(request="cmpl-1", error="target UNAVAILABLE: Socket closed") + "\n")
     timeline.event("fault", "target-restart", "SIGKILL")
+    timeline.event("container-exit", "vllm-distributed-draft-1/install", "exit code 0")  # its init container, not the server
     timeline.event("container-start", "vllm-distributed-target-1/vllm", "pid 2", restarts=1)
     rehearsal = SimpleNamespace(spec=spec, out=out, timeline=timeline, killed={"target-restart"}, shape={"testCases": ["counting", "sonnets"]},
                                 distributed=spec.variant("distributed"), distributed_server=servers.__getitem__,
