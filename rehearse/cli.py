@@ -67,8 +67,9 @@ DEFAULT_SHAPE = {"requestsPerTestCase": 4, "inputTokens": 64, "outputTokens": 64
 SHORT_CONTEXT = 256
 """A stack whose sequences are shorter (seed 002's 128 tokens) is rehearsed with the shortest prompt
 LLMPerf makes (benchmark/pod.py MIN_INPUT_TOKENS): the stand-in tokenizer counts LLMPerf's 40-token
-prompt as about 54 tokens with the chat template, its 64-token one as about 76 (measured), and 76 +
-64 output tokens overflow 128 (vLLM answers 400; the distributed draft stops short of its window)."""
+sonnet prompt as about 52 tokens with the chat template, its 64-token one as about 72 (measured), and
+72 + 64 output tokens overflow 128 (vLLM answers 400). A test case of its own text tokenizes worse
+(counting's digits: 97 tokens), and its replies end at the 128-token limit (the report's out tokens)."""
 DEFAULT_TEST_CASES = 2
 """The stack's first test cases; with the shape above one pairing takes a few minutes on 2 cores."""
 DEFAULT_STUDY_TEST_CASES, DEFAULT_CONFIGURATIONS, DEFAULT_REPEATS = 1, 2, 1

@@ -46,7 +46,7 @@ def prompt_template() -> str:
     """LLMPerf's prompt template as its stand-in restates it (PROMPT_TEMPLATE), with a number in
     place of {n}. Trained on too, it costs about as many tokens as LLMPerf counts for it: without
     it a 40-token prompt was 109 tokens with the chat template (measured), more than seed 002's
-    128-token sequences leave beside 64 output tokens; with it and CHAT_ROLES, about 54."""
+    128-token sequences leave beside 64 output tokens; with it and CHAT_ROLES, about 52."""
     found = re.search(r"^PROMPT_TEMPLATE = (.+)$", (STANDIN_LLMPERF / "token_benchmark_ray.py").read_text(), re.MULTILINE)
     return ast.literal_eval(found[1]).format(n=64)
 
