@@ -90,7 +90,7 @@ def free_port() -> int:
 class Localizer:
     """Rewrites a container's strings for this machine: every mount path (the longest first, as a
     whole path component) to its local folder, the pod's ports to their local ones, and each
-    Service address the pod may reach (cluster DNS host:port) to its local one."""
+    Service address (cluster DNS host:port) to its local one."""
 
     def __init__(self, mounts: dict[str, Path], ports: dict[int, int], services: dict[str, str] | None = None):
         self.mounts, self.ports = {k.rstrip("/") or "/": v for k, v in mounts.items()}, ports
