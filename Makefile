@@ -38,13 +38,17 @@ $(INFERENCE_PERF_VENV)/.installed: benchmark/requirements-inference-perf.lock
 		-r benchmark/requirements-inference-perf.lock
 	@touch "$$INFERENCE_PERF_VENV/.installed"
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-distributed.txt
+# One pip run for both files (one resolve), every package without bytecode, then tools/bytecode.py
+# byte-compiles on every core what the operator commands import (requirements.txt and its
+# dependencies): a plan imports the Pulumi SDKs, and PYTHONDONTWRITEBYTECODE may be set. The rest
+# needs none here: the suite keeps its own bytecode (`make test`, below). docs/development.md.
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-distributed.txt tools/bytecode.py
 	@"$$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "make setup needs Python 3.11 or newer (tested with 3.11); found %d.%d: set PYTHON=python3.11" % sys.version_info[:2])'
 	@echo "[1/3] creating $$VENV with $$("$$PYTHON" --version)"
 	@"$$PYTHON" -m venv "$$VENV"
-	@echo "[2/3] installing the pinned packages of requirements-dev.txt and requirements-distributed.txt (about a minute the first time)"
-	@"$$PY" -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-	@"$$PY" -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-distributed.txt
+	@echo "[2/3] installing the pinned packages of requirements-dev.txt and requirements-distributed.txt, then byte-compiling what the program imports (about a minute the first time)"
+	@"$$PY" -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt -r requirements-distributed.txt
+	@"$$PY" -m tools.bytecode
 	@touch "$$VENV/.installed"
 	@echo "[3/3] ready: make plan STACK=<s>, make test; the Pulumi CLI is needed only for a real account (docs/operations.md)"
 

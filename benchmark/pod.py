@@ -86,12 +86,6 @@ STUDY_DASHBOARD_WIDGETS = (1, 1)
 widget of every configuration's TPOT speedup over its baseline."""
 
 DEFAULT_SAMPLING_PARAMS = {"temperature": 0}
-MIN_INPUT_TOKENS = 40
-"""LLMPerf redraws a prompt length until it covers its own prompt template; with the driver's
-stddev 0 a shorter target never does and LLMPerf spins without sending a request (seen running
-ray-project/llmperf f1d6bed; the redraw loop is src/llmperf/utils.py
-randomly_sample_sonnet_lines_prompt). It warns below 40 itself (token_benchmark_ray.py
-run_token_benchmark)."""
 RESERVED_SAMPLING_KEYS = ("max_tokens", "messages", "model", "stream", "stream_options")
 """Request fields the benchmark sets itself: LLMPerf sends model, messages, stream and max_tokens
 (ray-project/llmperf@f1d6bed src/llmperf/ray_clients/openai_chat_completions_client.py

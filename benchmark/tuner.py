@@ -13,8 +13,9 @@ The run config's "study" (components/pairing/benchmark.py study_config) says how
   pods are gone.
 - mode "parallel": every server is up from `pulumi up`; nothing is scaled.
 The design (blocks): repeat 1 of every configuration, then repeat 2, ...; in each configuration's
-block, per test case, the baseline (where the pair fits, or in parallel mode) and then the
-configuration, so each speedup is a ratio of two measurements minutes apart (reporting/study.py);
+block, per test case and load level (benchmark.concurrency or rate a list: load is the study's third
+axis), the baseline (where the pair fits, or in parallel mode) and then the configuration at that
+level, so each speedup is a ratio of two measurements minutes apart at one load (reporting/study.py);
 where the pair does not fit, each repeat starts with the baselines alone. One tuner at a time: it
 holds the namespace's lease while it runs (benchmark/lease.py).
 Before a server is measured: wait until it serves and its compiled set is published
@@ -22,12 +23,13 @@ Before a server is measured: wait until it serves and its compiled set is publis
 RESTARTS_TO_FAIL times, a pod phase Failed, a container that cannot be created) or its startup
 budget ran out: then it is recorded "failed" with the reason, never started again, and the study
 goes on. Cases go to <study>/repeat-<r>/<variant>/<test case>/, the baseline's of a block to
-<study>/repeat-<r>/beside-<configuration>/<baseline>/<test case>/ (driver.run_case); the server is
+<study>/repeat-<r>/beside-<configuration>/<baseline>/<test case>/, each level of several in a folder
+of its own below that (<level>/, driver.run_case); the server is
 checked before each case, so a restart mid-study is waited for. Each case's log line, and
 study.json, say case i of N, the time this pod has run and the ETA at its pace.
 
-Resume: study.json (the configurations' outcomes and every finished case, with the files it
-wrote) is uploaded after each case; a resumed pod counts a recorded case as done only when all
+Resume: study.json (the configurations' outcomes and every finished case, with its load level and
+the files it wrote) is uploaded after each case; a resumed pod counts a recorded case as done only when all
 those files are in S3 (an upload that failed before the pod was killed leaves it to be redone).
 The study's folder is named by the run config's fingerprint and the Job's name
 (study-<fingerprint>-<job>), so a new pod of the same Job (the Job starts one when a pod is killed
@@ -56,6 +58,7 @@ from typing import Any, Callable
 
 from . import driver, lease, telemetry
 from .driver import Hooks
+from .loadgen import Level
 from .proxy import RECORDS_FILE
 from .results import CASE_FILE, STUDY_FILE, TELEMETRY_FILE, case_dir, run_levels, study_run_id
 
@@ -200,8 +203,15 @@ def blocks(variants: list[dict], study: dict) -> list[Block]:
             for r in range(1, study["repeats"] + 1) for v in roots + compared]
 
 
-def case_key(repeat: int, variant: str, test_case: str, beside: str | None) -> tuple:
-    return repeat, variant, test_case, beside
+def case_key(repeat: int, variant: str, test_case: str, beside: str | None, level: str | None) -> tuple:
+    """A case's place in the study; `level` its level's folder (None in a study of one level), so a
+    resumed study never counts one level's case as another's."""
+    return repeat, variant, test_case, beside, level
+
+
+def recorded_level(case: dict[str, Any]) -> str | None:
+    """The level folder of a recorded case (driver.run_case records the load only in a sweep)."""
+    return Level.from_dict(case["load"]).slug if "load" in case else None
 
 
 def new_record(config: dict, study_id: str) -> dict[str, Any]:
@@ -235,7 +245,7 @@ class Tuner:
         # failed before the pod was killed is measured again, and its configuration with it.
         stored_cases = [c for c in record["cases"] if self.in_store(c)]
         for lost in (c for c in record["cases"] if c not in stored_cases):
-            print(f"repeat {lost['repeat']} {lost['testCase']}/{lost['variant']}: recorded, but its files are not all in the "
+            print(f"repeat {lost['repeat']} {lost['testCase']}/{lost['variant']}{driver.at(lost)}: recorded, but its files are not all in the "
                   "store: measuring it again", flush=True)
             if record["configurations"][lost["variant"]]["status"] == "done":
                 record["configurations"][lost["variant"]].update(status="pending", reason=None)
@@ -246,11 +256,11 @@ class Tuner:
         record.update(status="running", reason=None, finishedAt=None)
         return record
 
-    def case_folder(self, repeat: int, variant: str, test_case: str, beside: str | None = None) -> Path:
-        return case_dir(self.results_dir, study_run_id(self.study_id, repeat, beside), variant, test_case)
+    def case_folder(self, repeat: int, variant: str, test_case: str, beside: str | None = None, level: str | None = None) -> Path:
+        return case_dir(self.results_dir, study_run_id(self.study_id, repeat, beside), variant, test_case, level)
 
     def in_store(self, case: dict[str, Any]) -> bool:
-        folder = self.case_folder(case["repeat"], case["variant"], case["testCase"], case.get("beside"))
+        folder = self.case_folder(case["repeat"], case["variant"], case["testCase"], case.get("beside"), recorded_level(case))
         return all(self.hooks.uploaded(folder / name) for name in case.get("files") or REQUIRED_FILES)
 
     def set_up(self, names: list[str]) -> None:
@@ -304,10 +314,11 @@ class Tuner:
         self.study_dir.mkdir(parents=True, exist_ok=True)
         self.hooks.save(self.study_dir / STUDY_FILE, record)
         background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
-        done = {case_key(c["repeat"], c["variant"], c["testCase"], c.get("beside")) for c in record["cases"]}
+        done = {case_key(c["repeat"], c["variant"], c["testCase"], c.get("beside"), recorded_level(c)) for c in record["cases"]}
         design = blocks(self.config["variants"], self.study)
         # Cases recorded before, or never to be measured (a failed server's), count as done as their blocks come.
-        progress = driver.Progress(sum(len(b.servers()) for b in design) * len(self.config["testCases"]), clock=self.tuner.clock)
+        progress = driver.Progress(sum(len(b.servers()) for b in design) * len(self.config["testCases"]) * len(run_levels(self.config)),
+                                   clock=self.tuner.clock)
         try:
             with driver.run_generator(self.config).prompts(self.generator_dir) as use_prompt:
                 for block in design:
@@ -316,7 +327,7 @@ class Tuner:
                 if outcome["status"] != "failed":
                     outcome["status"] = "done"
             failed = [n for n, c in record["configurations"].items() if c["status"] == "failed"]
-            short = [f"repeat {c['repeat']} {c['testCase']}/{c['variant']}" for c in record["cases"] if c["short"]]
+            short = [f"repeat {c['repeat']} {c['testCase']}/{c['variant']}{driver.at(c)}" for c in record["cases"] if c["short"]]
             problems = ([f"failed configurations: {', '.join(failed)}"] if failed else []) + (
                 [f"short cases: {', '.join(short)}"] if short else [])
             record["status"], record["reason"] = ("incomplete", "; ".join(problems)) if problems else ("complete", None)
@@ -340,14 +351,16 @@ class Tuner:
 
     def measure(self, block: Block, record: dict, done: set, progress: "driver.Progress",
                 use_prompt: Callable[[str | None], None], background: ThreadPoolExecutor) -> None:
-        """Every test case of one block not yet recorded, the baseline and then the configuration;
+        """Every test case and level of one block not yet recorded, the baseline and then the configuration;
         a server that does not serve is recorded failed (with why) and not started again, not
         even as a baseline beside another."""
         outcomes = record["configurations"]
         servers = [s for s in block.servers() if outcomes[s["name"]]["status"] != "failed"]
-        missing = [(t, s) for t in self.config["testCases"] for s in servers
-                   if case_key(block.repeat, s["name"], t, block.beside(s)) not in done]
-        cases = len(block.servers()) * len(self.config["testCases"])
+        levels = run_levels(self.config)
+        # Per test case and level, the baseline and then the configuration: each pair at one load.
+        missing = [(t, level, s) for t in self.config["testCases"] for level in levels for s in servers
+                   if case_key(block.repeat, s["name"], t, block.beside(s), driver.level_folder(self.config, level)) not in done]
+        cases = len(block.servers()) * len(self.config["testCases"]) * len(levels)
         if block.variant not in servers:  # failed: nothing to measure, nor to measure the baseline beside
             progress.skip(cases)
             return
@@ -355,7 +368,8 @@ class Tuner:
         if not missing:
             return
         self.set_up([s["name"] for s in servers])
-        for test_case, server in missing:
+        for test_case, level, server in missing:
+            where = driver.level_folder(self.config, level)
             if outcomes[block.variant["name"]]["status"] == "failed" or outcomes[server["name"]]["status"] == "failed":
                 progress.skip(1)  # nothing to pair with, or nothing to measure
                 continue
@@ -366,7 +380,7 @@ class Tuner:
             for name, failure in failures.items():
                 if failure:
                     measured = any(c["variant"] == name for c in record["cases"])
-                    reason = f"stopped serving at repeat {block.repeat}, {test_case}: {failure}" if measured else failure
+                    reason = f"stopped serving at repeat {block.repeat}, {test_case}{' at ' + where if where else ''}: {failure}" if measured else failure
                     outcomes[name].update(status="failed", reason=reason)
                     print(f"{name}: failed: {reason}", flush=True)
                     self.hooks.save(self.study_dir / STUDY_FILE, record)
@@ -375,17 +389,15 @@ class Tuner:
                 continue
             use_prompt(self.config["testCases"][test_case])
             beside = block.beside(server)
-            print(f"{progress.next()}: repeat {block.repeat}, {server['name']}"
+            print(f"{progress.next()}: repeat {block.repeat}, {server['name']}" + (f" at {where}" if where else "")
                   + (f" (beside {beside})" if beside else ""), flush=True)
-            # A study measures one load level (stackconfig refuses a load list beside a study).
-            level, = run_levels(self.config)
             case = driver.run_case(self.config, server, test_case, level, self.results_dir,
                                    study_run_id(self.study_id, block.repeat, beside), self.generator_dir, self.hooks, background)
             # What resuming checks is in the store (telemetry and markers come later, or not at all).
-            files = sorted(p.name for p in self.case_folder(block.repeat, server["name"], test_case, beside).iterdir()
+            files = sorted(p.name for p in self.case_folder(block.repeat, server["name"], test_case, beside, where).iterdir()
                            if p.is_file() and p.name not in LATER_FILES)
             record["cases"].append({**case, "repeat": block.repeat, "beside": beside, "files": files})
-            done.add(case_key(block.repeat, server["name"], test_case, beside))
+            done.add(case_key(block.repeat, server["name"], test_case, beside, where))
             record["progress"] = progress.done()
             self.hooks.save(self.study_dir / STUDY_FILE, record)
 

@@ -66,7 +66,8 @@ LABEL = "rehearsal: synthetic models on CPU; not Trainium figures"
 DEFAULT_SHAPE = {"requestsPerTestCase": 4, "inputTokens": 64, "outputTokens": 64, "concurrency": 1}
 SHORT_CONTEXT = 256
 """A stack whose sequences are shorter (seed 002's 128 tokens) is rehearsed with the shortest prompt
-LLMPerf makes (benchmark/pod.py MIN_INPUT_TOKENS): the stand-in tokenizer counts LLMPerf's 40-token
+its load generator makes (LoadGenerator.min_input_tokens; LLMPerf's 40, benchmark/loadgen/llmperf.py
+MIN_INPUT_TOKENS): the stand-in tokenizer counts LLMPerf's 40-token
 sonnet prompt as about 52 tokens with the chat template, its 64-token one as about 72 (measured), and
 72 + 64 output tokens overflow 128 (vLLM answers 400). A test case of its own text tokenizes worse
 (counting's digits: 97 tokens), and its replies end at the 128-token limit (the report's out tokens)."""
@@ -97,8 +98,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stack", required=True)
     parser.add_argument("--faults", default="", help=f"comma-separated: {', '.join(FAULTS)}")
     parser.add_argument("--requests", type=int, default=DEFAULT_SHAPE["requestsPerTestCase"], help="requests per test case")
-    parser.add_argument("--input-tokens", type=int, help=f"default {DEFAULT_SHAPE['inputTokens']}; for a stack whose "
-                                                        f"maxModelLen is below {SHORT_CONTEXT}, {benchmark_pod.MIN_INPUT_TOKENS}")
+    parser.add_argument("--input-tokens", type=int, help=f"default {DEFAULT_SHAPE['inputTokens']}; for a stack whose maxModelLen "
+                                                        f"is below {SHORT_CONTEXT}, the load generator's shortest prompt")
     parser.add_argument("--output-tokens", type=int, default=DEFAULT_SHAPE["outputTokens"])
     parser.add_argument("--load-generator", help=f"the benchmark's load generator instead of the stack's: {', '.join(GENERATORS)}")
     parser.add_argument("--concurrency", help="one concurrency, or several ascending, comma-separated: a load sweep, the "
@@ -179,11 +180,12 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
     unknown = [c for c in cases if c not in spec.benchmark.test_cases]
     if unknown:
         raise BadInput(f"unknown test case(s) {', '.join(unknown)}; the stack's: {', '.join(spec.benchmark.test_cases)}")
+    chosen = GENERATORS[spec.benchmark.load_generator]
     if args.input_tokens is None:
-        args.input_tokens = benchmark_pod.MIN_INPUT_TOKENS if spec.serving.max_model_len < SHORT_CONTEXT else DEFAULT_SHAPE["inputTokens"]
-    if min(args.requests, args.output_tokens) < 1 or args.input_tokens < benchmark_pod.MIN_INPUT_TOKENS:
+        args.input_tokens = chosen.min_input_tokens if spec.serving.max_model_len < SHORT_CONTEXT else DEFAULT_SHAPE["inputTokens"]
+    if min(args.requests, args.output_tokens) < 1 or args.input_tokens < chosen.min_input_tokens:
         raise BadInput(f"--requests and --output-tokens must be at least 1 and --input-tokens at least "
-                       f"{benchmark_pod.MIN_INPUT_TOKENS} (benchmark/pod.py MIN_INPUT_TOKENS)")
+                       f"{chosen.min_input_tokens} ({chosen.min_input_tokens_why})")
     args.cases = cases
     args.tuned = []
     if spec.study:

@@ -20,13 +20,14 @@ import hashlib
 import ipaddress
 import json
 import re
-import ssl
 import threading
 import urllib.parse
 from datetime import datetime, timedelta, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Protocol
+
+from .localserver import LocalServer
 
 SERVICE_ACCOUNT_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where kubelet mounts a pod's service-account token, the cluster's CA and the namespace
@@ -120,13 +121,16 @@ class Workloads(Protocol):
     def list_pods(self, namespace: str, selector: dict[str, str]) -> list[dict[str, Any]]: ...
 
 
-class KubernetesApi:
+class KubernetesApi(LocalServer):
     """The API server, in a thread; a context manager. `tls`: (certificate, key) to serve HTTPS."""
+
+    owner_attribute = "api"
 
     def __init__(self, grants: dict[str, tuple[str, list[dict]]], workloads: Workloads, tls: tuple[Path, Path] | None = None,
                  on_scale: Any = None):
         """`on_scale(deployment, replicas)`: told of every scale request allowed (the rehearsal's timeline)."""
         self.grants, self.workloads, self.tls, self.on_scale = grants, workloads, tls, on_scale
+        self.handler = _Handler  # below: it names this class
         self.history: list[frozenset[str]] = []
         """The deployments at one replica or more after every scale request, in order."""
         self.requests: list[tuple[str, str, dict]] = []
@@ -136,30 +140,6 @@ class KubernetesApi:
         """Every holderIdentity a lease was written with, in order."""
         self.version = 0
         self.lock = threading.Lock()
-
-    def __enter__(self) -> KubernetesApi:
-        handler = type("Handler", (_Handler,), {"api": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.server.daemon_threads = True
-        if self.tls:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(str(self.tls[0]), str(self.tls[1]))
-            self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def port(self) -> int:
-        return self.server.server_address[1]
-
-    @property
-    def address(self) -> str:
-        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def scale_request(self, name: str, replicas: int) -> None:
         with self.lock:

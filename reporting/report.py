@@ -27,15 +27,14 @@ GiB = 1024 ** 3
 SOURCES = (
     "Sources: **proxy** = timed by the measuring proxy beside {generators} in the benchmark pod; **server** = token "
     "counts from the server's usage chunk; **/metrics** = the server's speculative-decoding counters (before/after "
-    "the case); **implied** = from streamed chunks, assuming one chunk per target step; **LLMPerf** = LLMPerf's own "
-    "summary, for reference only (its inter-token latency is per chunk and includes TTFT; its token counts are a "
-    "Llama-2 re-tokenisation + 1); **Container Insights** = node-level Neuron metrics of the variant's devices; "
+    "the case); **implied** = from streamed chunks, assuming one chunk per target step; {own_sources}; **Container Insights** = node-level Neuron metrics of the variant's devices; "
     "**approximate** = catalog list price; **assumed** = draft/target parameter ratio as the draft's relative cost. "
     "TPOT = (end-to-end - TTFT) / (output tokens - 1) per request. Speedup = the named baseline / the variant (above 1: the variant is faster). "
     "Implied acceptance and the Leviathan bound's a are the per-token rate that would give the tokens per step "
     "observed if draft tokens were accepted independently (Leviathan et al.); /metrics' acceptance is accepted / "
     "drafted tokens, lower when acceptance comes in runs.")
-"""What every figure's source means; {generators}: the load generators of the report's runs (sources())."""
+"""What every figure's source means; {generators}: the load generators of the report's runs, {own_sources}:
+what their own summaries' figures are (sources())."""
 
 
 def number(value: float | None, scale: float = 1.0, digits: int = 1, suffix: str = "") -> str:
@@ -63,8 +62,8 @@ def generator_title(run: dict[str, Any]) -> str:
 
 def sources(report: dict[str, Any]) -> str:
     """SOURCES, naming the load generators of the report's runs (a report of no run: the default's)."""
-    titles = dict.fromkeys(generator_title(run) for run in report["runs"].values()) or [generator(None).title]
-    return SOURCES.format(generators=" or ".join(titles))
+    ran = list(dict.fromkeys(generator(run.get("loadGenerator")) for run in report["runs"].values())) or [generator(None)]
+    return SOURCES.format(generators=" or ".join(g.title for g in ran), own_sources="; ".join(g.own_source for g in ran))
 
 
 def generator_and_pin(run: dict[str, Any]) -> str:
@@ -95,9 +94,9 @@ def _speedup(vs: dict[str, Any], key: str) -> str:
 
 
 def _case_tables(run: dict[str, Any], figures: dict[str, Any]) -> list[str]:
-    variants = run["variants"]
+    variants, ran = run["variants"], generator(run.get("loadGenerator"))
     lines = ["| variant | completed / failed of asked | out tokens (server, mean) | in tokens (server, mean) | "
-             "overall out tok/s | completed/min | $ per 1M out tokens (approximate) | LLMPerf: completed, ITL p50 (per chunk), out tokens p50 |",
+             f"overall out tok/s | completed/min | $ per 1M out tokens (approximate) | {ran.title}: completed, ITL p50 ({ran.own_itl}), out tokens p50 |",
              "|---|---|---|---|---|---|---|---|"]
     for v in variants:
         f = figures[v["name"]]

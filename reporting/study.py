@@ -38,6 +38,9 @@ never averaged in. Across repeats:
   geometric mean of the cases' bounds (as the overall speedup is of the cases' speedups), and the
   overall derived c, per repeat, the geometric mean of the cases' c. (A TPOT averaged over the test
   cases times a length pooled over all their steps is no step time: c came out biased.)
+A study at several load levels (load as its third axis) is summarized level by level, every figure
+above from that level's cases only, each speedup paired with the baseline measured at that level
+(build: one summary per level).
 """
 from __future__ import annotations
 
@@ -48,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmark import acceptance
-from benchmark.loadgen import generator
+from benchmark.loadgen import Level, generator
 from benchmark.results import STUDY_FILE, load_case, study_run_id
 
 from . import analysis
@@ -74,10 +77,12 @@ def goodput(case, ttft_ms: int | None, tpot_ms: int | None) -> dict[str, Any]:
             "per_minute": len(good) / wall * 60 if wall else None}
 
 
-def case_entry(results_dir: Path, study: dict, variant: dict, test_case: str, run: str, label: str) -> dict[str, Any] | None:
-    """One measured case's usable figures; a short or failed one is marked and carries none; None
-    if it never ran (a failed configuration, or a study still running)."""
-    case = load_case(results_dir, run, variant["name"], test_case)
+def case_entry(results_dir: Path, study: dict, variant: dict, test_case: str, run: str, label: str,
+               level: str | None = None) -> dict[str, Any] | None:
+    """One measured case's usable figures (at `level`, a level folder, in a study of several); a
+    short or failed one is marked and carries none; None if it never ran (a failed configuration,
+    or a study still running)."""
+    case = load_case(results_dir, run, variant["name"], test_case, level)
     if not case.case:
         return None
     f = analysis.case_figures(case, variant)
@@ -96,20 +101,22 @@ def case_entry(results_dir: Path, study: dict, variant: dict, test_case: str, ru
     return entry
 
 
-def repeat_figures(results_dir: Path, study: dict, variant: dict, test_case: str, beside: str | None = None) -> dict[Any, dict]:
-    """Each repeat's figures of one (server, test case): measured in its own block, or (`beside`)
-    the baseline measured in that configuration's block."""
+def repeat_figures(results_dir: Path, study: dict, variant: dict, test_case: str, beside: str | None = None,
+                   level: str | None = None) -> dict[Any, dict]:
+    """Each repeat's figures of one (server, test case, level): measured in its own block, or
+    (`beside`) the baseline measured in that configuration's block."""
     labels = {r: f"repeat {r}" + (f" beside {beside}" if beside else "") for r in range(1, study["repeats"] + 1)}
     return {r: entry for r, label in labels.items()
-            if (entry := case_entry(results_dir, study, variant, test_case, study_run_id(study["id"], r, beside), label))}
+            if (entry := case_entry(results_dir, study, variant, test_case, study_run_id(study["id"], r, beside), label, level))}
 
 
-def paired_baseline(results_dir: Path, study: dict, baseline: dict, variant: str, test_case: str) -> dict[int, dict]:
-    """Per repeat, the baseline measured next to `variant`: in its block (the tuner measures the
-    baseline beside each configuration where the pair fits the nodes), else the repeat's own
-    measurement of the baseline (one server at a time; and studies from before)."""
-    beside = repeat_figures(results_dir, study, baseline, test_case, beside=variant)
-    return {**repeat_figures(results_dir, study, baseline, test_case), **beside}
+def paired_baseline(results_dir: Path, study: dict, baseline: dict, variant: str, test_case: str,
+                    level: str | None = None) -> dict[int, dict]:
+    """Per repeat, the baseline measured next to `variant` at the same level: in its block (the
+    tuner measures the baseline beside each configuration where the pair fits the nodes), else the
+    repeat's own measurement of the baseline (one server at a time; and studies from before)."""
+    beside = repeat_figures(results_dir, study, baseline, test_case, beside=variant, level=level)
+    return {**repeat_figures(results_dir, study, baseline, test_case, level=level), **beside}
 
 
 def pooled_acceptance(repeats: list[dict[str, Any]]) -> dict[str, Any]:
@@ -214,18 +221,23 @@ def with_measured(fit: dict[str, Any], measured: dict[str, Any] | None) -> dict[
             "c_high": measured["high"], "source": "measured: the draft served alone at the stack's shape, its TPOT / the baseline's"}
 
 
-def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]:
+def summarize(results_dir: Path, study_record: dict[str, Any], study_id: str | None = None,
+              level: Level | None = None) -> dict[str, Any]:
+    """The study's figures, or (a study of several load levels) one level's: every figure of it,
+    the speedups each paired with the baseline measured at that level, never another's."""
     study, variants = study_record["study"], {v["name"]: v for v in study_record["variants"]}
     test_cases = list(study_record["testCases"])
     outcomes = study_record["configurations"]
-    figures = {name: {t: repeat_figures(results_dir, study, v, t) for t in test_cases} for name, v in variants.items()}
+    where = level.slug if level else None
+    figures = {name: {t: repeat_figures(results_dir, study, v, t, level=where) for t in test_cases} for name, v in variants.items()}
     for name, v in variants.items():
         compared = [n for n, c in variants.items() if c.get("baseline") == name]
         if compared and not any(figures[name].values()):
             # Measured only beside the configurations compared with it (the paired design).
             figures[name] = {t: {f"{r} beside {n}": e for n in compared
-                                 for r, e in repeat_figures(results_dir, study, v, t, beside=n).items()} for t in test_cases}
-    bases = {name: {t: paired_baseline(results_dir, study, variants[v["baseline"]], name, t) for t in test_cases}
+                                 for r, e in repeat_figures(results_dir, study, v, t, beside=n, level=where).items()}
+                             for t in test_cases}
+    bases = {name: {t: paired_baseline(results_dir, study, variants[v["baseline"]], name, t, where) for t in test_cases}
              for name, v in variants.items() if v.get("baseline")}
     # A configuration recorded failed (it stopped serving mid-study) keeps the cases it finished in
     # S3, but they are not a measurement of it: none is used, each is listed.
@@ -281,7 +293,8 @@ def summarize(results_dir: Path, study_record: dict[str, Any]) -> dict[str, Any]
                 bound = length / (fit["c"] * v["numSpeculativeTokens"] + 1) if fit["c"] is not None and length else None
                 row["bound"] = {**fit, "speedup_bound": bound, "reached": speedup / bound if bound and speedup else None}
         table[scope] = rows
-    return {"study": study, "status": study_record["status"], "reason": study_record.get("reason"),
+    return {"study": study, "studyId": study_id or study["id"], "load": level.as_dict() if level else None,
+            "status": study_record["status"], "reason": study_record.get("reason"),
             "configurations": study_record["configurations"], "variants": study_record["variants"],
             "testCases": test_cases, "table": table, "excluded": excluded,
             "best": {scope: best(rows, variants) for scope, rows in table.items()}}
@@ -362,4 +375,15 @@ def best(rows: dict[str, dict[str, Any]], variants: dict[str, dict]) -> dict[str
 
 
 def build(results_dir: Path) -> dict[str, Any]:
-    return {sid: summarize(results_dir, json.loads((results_dir / sid / STUDY_FILE).read_text())) for sid in study_ids(results_dir)}
+    """Per study its summary; a study of several load levels (load as its third axis) has one per
+    level, <study>-<level> (e.g. ...-concurrency-8), in the order of its levels: the best
+    configuration can differ with load."""
+    report: dict[str, Any] = {}
+    for sid in study_ids(results_dir):
+        record = json.loads((results_dir / sid / STUDY_FILE).read_text())
+        levels = [Level.from_dict(load) for load in record.get("loads") or []]
+        if len(levels) > 1:
+            report.update({f"{sid}-{level.slug}": summarize(results_dir, record, sid, level) for level in levels})
+        else:
+            report[sid] = summarize(results_dir, record, sid)
+    return report

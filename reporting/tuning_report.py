@@ -2,6 +2,8 @@
 case and overall), tuning.json, tuning.csv (every figure, one row per study, test case and
 configuration), and per study a heatmap (draft x window, TPOT speedup, per test case and overall,
 on one colour scale, each cell's figure printed) and a speedup-vs-window plot with the intervals.
+A study at several load levels has these per level, opens with the answer per level (the best
+configuration can differ with load), and adds a speedup-vs-load plot, one line per configuration.
 
     python -m reporting.tuning_report DIR
 
@@ -14,6 +16,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from benchmark.loadgen import Level
 
 from . import study as study_figures
 from .report import number, report_command, write_csv
@@ -120,13 +124,60 @@ def answer(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def load_label(summary: dict[str, Any]) -> str:
+    """" at concurrency 8" for one level of a study of several; "" otherwise."""
+    level = Level.from_dict(summary["load"]) if summary.get("load") else None
+    return f" at {level.kind} {level.value:g}" if level else ""
+
+
+def levels_of(report: dict[str, Any], summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every level's summary of `summary`'s study, in the order of its levels (one for a study of one level)."""
+    return [s for s in report.values() if s.get("studyId") == summary.get("studyId")]
+
+
+def load_answer(levels: list[dict[str, Any]]) -> list[str]:
+    """The answer per load level, ahead of each level's own: the best configuration overall at each
+    level, its interval and the runners-up, and whether the best differs with load."""
+    study_id = levels[0]["studyId"]
+    lines = [f"## Study {study_id}: the answer per load level", "",
+             "Load is this study's third axis: every configuration was measured at every level, each paired with the "
+             "baseline measured beside it at that same level, so each level's answer stands on its own. "
+             f"`{study_id}-load.png`: each configuration's overall TPOT speedup over the load, with its interval.", "",
+             "| load | best configuration | TPOT speedup (95 % interval) | not told apart from it |", "|---|---|---|---|"]
+    chosen, candidates = [], []
+    for summary in levels:
+        label, choice = load_label(summary).removeprefix(" at "), summary["best"]["overall"]
+        if choice is None:
+            lines.append(f"| {label} | none measured | n/a | |")
+            continue
+        chosen.append(f"{choice['variant']} at {label}")
+        candidates.append({choice["variant"], *choice["indistinguishable"]})
+        rows = summary["table"]["overall"]
+        close = ", ".join(f"{n} ({_interval(rows[n]['speedup_tpot'])})" for n in choice["indistinguishable"])
+        lines.append(f"| {label} | **{choice['variant']}** | {_interval(rows[choice['variant']]['speedup_tpot'])} | {close or 'none'} |")
+    names = {c.split(" at ")[0] for c in chosen}
+    if len(names) > 1:
+        lines += ["", f"The best configuration differs with load: {', '.join(chosen)}. Run the one chosen for the load you "
+                      "serve; the last column lists those these repeats cannot tell apart from it at that level."]
+        # A configuration best, or not told apart from the best, at every level serves every load.
+        everywhere = sorted(set.intersection(*candidates)) if len(candidates) == len(levels) else []
+        if everywhere:
+            lines.append(f"Not told apart from the best at any level: {', '.join(everywhere)}: one configuration for every load measured.")
+    elif names:
+        lines += ["", f"The same configuration is best at every level measured: {names.pop()}."]
+    return lines + [""]
+
+
 def markdown(report: dict[str, Any]) -> str:
     lines = ["# Tuning study report", ""]
     for study_id, summary in report.items():
         study = summary["study"]
+        levels = levels_of(report, summary)
+        if len(levels) > 1 and summary is levels[0]:
+            lines += load_answer(levels)
         targets = [f"TTFT <= {study['ttftTargetMs']} ms" if study.get("ttftTargetMs") else "",
                    f"TPOT <= {study['tpotTargetMs']} ms" if study.get("tpotTargetMs") else ""]
-        lines += [f"## Study {study_id}", "",
+        lines += [f"## Study {summary.get('studyId', study_id)}{load_label(summary)}", "",
                   f"Mode {study['mode']}, {study['repeats']} repeats; status **{summary['status']}**"
                   + (f": {summary['reason']}" if summary["reason"] else "") + "; goodput targets: "
                   + (" and ".join(t for t in targets if t) or "none") + ".", ""]
@@ -235,11 +286,8 @@ def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
                             and summary["table"]["overall"][n]["speedup_tpot"]["value"] is not None)
             if not points:
                 continue
-            xs, figures = [p[0] for p in points], [p[1] for p in points]
-            ys = [f["value"] for f in figures]
-            errors = [[y - (f["low"] if f["low"] is not None else y) for y, f in zip(ys, figures)],
-                      [(f["high"] if f["high"] is not None else y) - y for y, f in zip(ys, figures)]]
-            axis.errorbar(xs, ys, yerr=errors, marker="o", capsize=3, label=draft.rsplit("/", 1)[-1])
+            axis.errorbar([p[0] for p in points], *_bars([p[1] for p in points]), marker="o", capsize=3,
+                          label=draft.rsplit("/", 1)[-1])
         axis.axhline(1.0, color="grey", linewidth=0.8)
         axis.set_xlabel("speculative window (num_speculative_tokens)")
         axis.set_ylabel("TPOT speedup (95 % interval)")
@@ -249,11 +297,50 @@ def charts(report: dict[str, Any], out_dir: Path) -> list[Path]:
         figure.savefig(path, dpi=110)
         plt.close(figure)
         written.append(path)
+        levels = levels_of(report, summary)
+        if len(levels) > 1 and summary is levels[-1]:
+            figure = load_plot(levels)
+            path = out_dir / f"{summary['studyId']}-load.png"
+            figure.savefig(path, dpi=110)
+            plt.close(figure)
+            written.append(path)
     return written
 
 
+def _bars(figures: list[dict[str, Any]]) -> tuple[list[float], list[list[float]]]:
+    """Speedups and their intervals as matplotlib's errorbar takes them (none with one repeat)."""
+    ys = [f["value"] for f in figures]
+    return ys, [[y - (f["low"] if f["low"] is not None else y) for y, f in zip(ys, figures)],
+                [(f["high"] if f["high"] is not None else y) - y for y, f in zip(ys, figures)]]
+
+
+def load_plot(levels: list[dict[str, Any]]) -> Any:
+    """A study of several load levels: each SD configuration's overall TPOT speedup (95 % interval)
+    at each level, one line per configuration, the levels evenly spaced in their order."""
+    import matplotlib.pyplot as plt
+
+    labels = [load_label(s).removeprefix(" at ") for s in levels]
+    names = [v["name"] for v in levels[0]["variants"] if v["role"] == "sd"]
+    figure, axis = plt.subplots(figsize=(max(6.0, 1.2 * len(levels) + 3), 4.5))
+    for name in names:
+        points = [(i, s["table"]["overall"][name]["speedup_tpot"]) for i, s in enumerate(levels)
+                  if s["table"]["overall"][name]["speedup_tpot"]["value"] is not None]
+        if not points:
+            continue
+        axis.errorbar([i for i, _ in points], *_bars([f for _, f in points]), marker="o", capsize=3, label=name)
+    axis.axhline(1.0, color="grey", linewidth=0.8)
+    axis.set_xticks(range(len(levels)), labels)
+    axis.set_xlabel("load (each level paired with the baseline at that level)")
+    axis.set_ylabel("overall TPOT speedup (95 % interval)")
+    axis.legend(fontsize=7, ncol=2)
+    figure.suptitle(f"{levels[0]['studyId']}: TPOT speedup over the load")
+    figure.tight_layout()
+    return figure
+
+
 def csv_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"study": study_id, "testCase": scope, "configuration": name, **row}
+    return [{"study": summary.get("studyId", study_id), "load": Level.from_dict(summary["load"]).slug if summary.get("load") else None,
+             "testCase": scope, "configuration": name, **row}
             for study_id, summary in report.items() for scope, rows in summary["table"].items() for name, row in rows.items()]
 
 

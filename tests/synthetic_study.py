@@ -120,8 +120,24 @@ def write(root: Path, truth: Truth, seed: int = 0, study_id: str = "study-012345
           design: str = "paired") -> Written:
     """The tuner's layout (benchmark/tuner.py): <study>/repeat-<r>[/beside-<configuration>]/<variant>/<test case>/
     and study.json, measured in the `design`'s order."""
-    rng = random.Random(seed)
     written = Written(root, study_id)
+    _write_cases(written, truth, random.Random(seed), drift, design)
+    _write_record(written, truth, [])
+    return written
+
+
+def write_levels(root: Path, truths: dict[int, Truth], seed: int = 0, study_id: str = "study-0123456789") -> Written:
+    """A study at several concurrencies (load as its third axis), each level's truth its own: the
+    tuner's layout with each level's cases in <test case>/concurrency-<c>/, paired at each level."""
+    written, rng = Written(root, study_id), random.Random(seed)
+    for concurrency, truth in truths.items():
+        _write_cases(written, truth, rng, 1.0, "paired", f"concurrency-{concurrency}")
+    _write_record(written, next(iter(truths.values())), [{"concurrency": c} for c in truths])
+    return written
+
+
+def _write_cases(written: Written, truth: Truth, rng: random.Random, drift: float, design: str, level: str = "") -> None:
+    root, study_id = written.root, written.study_id
     names = ["base"] + truth.sd
     if design == "paired":
         blocks = [[(repeat, "base", f"/beside-{name}"), (repeat, name, "")] for repeat in range(1, truth.repeats + 1)
@@ -132,16 +148,21 @@ def write(root: Path, truth: Truth, seed: int = 0, study_id: str = "study-012345
         for repeat, name, beside in cases:
             for test_case in truth.test_cases:
                 tpot = truth.tpot(name, test_case) * math.exp(rng.gauss(0, truth.noise)) * drift ** block
-                good = _write_case(root / study_id / f"repeat-{repeat}{beside}" / name / test_case, truth, name, test_case, tpot)
+                good = _write_case(root / study_id / f"repeat-{repeat}{beside}" / name / test_case / level, truth, name,
+                                   test_case, tpot)
                 written.good[(name, test_case)] = written.good.get((name, test_case), 0) + good
                 written.sent[(name, test_case)] = written.sent.get((name, test_case), 0) + truth.sent
+
+
+def _write_record(written: Written, truth: Truth, loads: list[dict]) -> None:
+    names = ["base"] + truth.sd
     record = {"status": "complete", "reason": None, "variants": [variant(n) for n in names],
               "testCases": {t: t for t in truth.test_cases},
-              "study": {"id": study_id, "mode": "sequential", "repeats": truth.repeats, "ttftTargetMs": None,
+              "study": {"id": written.study_id, "mode": "sequential", "repeats": truth.repeats, "ttftTargetMs": None,
                         "tpotTargetMs": truth.tpot_target_ms, "draftsAlone": {}},
-              "configurations": {n: {"status": "done", "reason": None} for n in names}, "cases": []}
-    (root / study_id / "study.json").write_text(json.dumps(record))
-    return written
+              "configurations": {n: {"status": "done", "reason": None} for n in names}, "cases": [],
+              **({"loads": loads} if loads else {})}
+    (written.root / written.study_id / "study.json").write_text(json.dumps(record))
 
 
 def _write_case(folder: Path, truth: Truth, name: str, test_case: str, tpot: float) -> int:

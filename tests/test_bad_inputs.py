@@ -123,6 +123,8 @@ CASES = [
     ("unsorted-load-list", QWEN, edit((P + "benchmark", "concurrency"), [2, 1]), "benchmark.concurrency"),
     ("rate-and-concurrency", QWEN, lambda config: edit((P + "benchmark", "rate"), [0.5, 1])(
         edit((P + "benchmark", "loadGenerator"), "inference-perf")(config)), "benchmark.rate"),
+    ("input-below-the-generators-minimum", QWEN, lambda config: edit((P + "benchmark", "inputTokens"), 1)(
+        edit((P + "benchmark", "loadGenerator"), "inference-perf")(config)), "benchmark.inputTokens: 1 is below 2: inference-perf"),
     ("dashboard-widgets", QWEN, edit((P + "benchmark", "testCases"), {f"case-{i}": "x" for i in range(130)}), "benchmark.testCases"),
     ("configmap-size", QWEN, edit((P + "benchmark", "testCases"), {"huge": "x" * (600 * 1024)}), "benchmark.testCases"),
     ("case-name", QWEN, edit((P + "benchmark", "testCases"), {"Not A Label": "x"}), "benchmark.testCases.Not A Label"),

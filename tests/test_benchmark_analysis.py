@@ -11,9 +11,9 @@ from reporting.analysis import (
     build,
     case_figures,
     compare_run,
+    generator_figures,
     greedy,
     leviathan,
-    llmperf_figures,
     lossless,
     ratio,
     statistic,
@@ -129,20 +129,20 @@ def test_acceptance_figures_without_steps_or_with_half_the_counters():
         "acceptance_rate": None, "note": "not scraped"}
 
 
-# --- llmperf_figures / telemetry_figures -----------------------------------------------------
+# --- generator_figures / telemetry_figures -----------------------------------------------------
 
-def test_llmperf_figures_are_its_summary_and_exit():
+def test_generator_figures_are_its_summary_and_exit():
     summary = {"results_num_completed_requests": 9, "results_inter_token_latency_s_quantiles_p50": 0.031,
                "results_number_output_tokens_quantiles_p50": 513, "results_mean_output_throughput_token_per_s": 28.5}
-    got = llmperf_figures(case([], case_json={"exitCode": 1, "llmperfError": "KeyError: 'error_code'", "threadDeaths": 2},
-                               summary=summary))
+    got = generator_figures(case([], case_json={"exitCode": 1, "llmperfError": "KeyError: 'error_code'", "threadDeaths": 2},
+                                 summary=summary))
     assert got == {"exit_code": 1, "error": "KeyError: 'error_code'", "thread_deaths": 2, "completed": 9,
                    "itl_p50_s": 0.031, "output_tokens_p50": 513, "overall_output_throughput": 28.5}
 
 
-def test_llmperf_figures_when_it_wrote_nothing():
-    assert llmperf_figures(case([])) == {"exit_code": None, "error": None, "thread_deaths": 0, "completed": None,
-                                         "itl_p50_s": None, "output_tokens_p50": None, "overall_output_throughput": None}
+def test_generator_figures_when_it_wrote_nothing():
+    assert generator_figures(case([])) == {"exit_code": None, "error": None, "thread_deaths": 0, "completed": None,
+                                           "itl_p50_s": None, "output_tokens_p50": None, "overall_output_throughput": None}
 
 
 def test_telemetry_figures_summarise_the_devices_series():
@@ -196,7 +196,7 @@ def test_case_figures_of_an_sd_case():
         "overall_output_throughput": pytest.approx(throughput),
         "completed_per_min": pytest.approx(3 / wall * 60),
         "acceptance": acceptance_figures(loaded, 7, ok),
-        "llmperf": llmperf_figures(loaded), "telemetry": telemetry_figures(loaded),
+        "llmperf": generator_figures(loaded), "telemetry": telemetry_figures(loaded),
         "usd_per_million_output_tokens": pytest.approx(44.7 / (throughput * 3600) * 1e6),
     }
     # (4 + 8 + 2) tokens after the first over (4 + 4 + 1) steps

@@ -5,8 +5,10 @@ import sys
 
 import pytest
 
+from benchmark import pod as benchmark_pod
 from benchmark import publish
-from benchmark.pod import PACKAGE_DIR, POD_LOCK, POD_MODULES, config_map_key
+from benchmark.loadgen import GENERATORS, Level
+from benchmark.pod import DEPS_MOUNT, PACKAGE_DIR, POD_MODULES, config_map_key
 from benchmark.publish import DIMENSIONS, UNITS
 from offline.stacks import load_stack, run_stack
 
@@ -56,7 +58,8 @@ def test_the_pod_may_read_its_variants_pods_and_claims_only(recording, spec):
 
 def test_code_lock_manifest_and_run_config_are_shipped_by_config_map(recording, spec):
     data = recording.one("kubernetes:core/v1:ConfigMap", "benchmark-code").inputs["data"]
-    for module in POD_MODULES + (POD_LOCK,):
+    # The lock of the stack's load generator (benchmark/loadgen/): LLMPerf's, or inference-perf's.
+    for module in POD_MODULES + (GENERATORS[spec.benchmark.load_generator].lock,):
         assert data[config_map_key(module)] == (PACKAGE_DIR / module).read_text()
     # benchmark/ is exactly the pod's code: every module in it is shipped, and nothing else is.
     assert {key for key in data if key.endswith(".py")} == {
@@ -125,12 +128,16 @@ def test_job_installs_verified_dependencies_then_runs_offline(recording, spec):
     assert pod["serviceAccountName"] == "llmperf" and pod["nodeSelector"] == {"sd-trn2/node-role": "system"}
     assert pod["terminationGracePeriodSeconds"] >= 30
     (container,) = pod["containers"]
-    assert container["image"] == spec.benchmark.image and container["image"].endswith(":3.11.14-slim-bookworm")
+    # The stack's load generator's image, lock and setup (benchmark/loadgen/): LLMPerf's Python 3.11
+    # and requirements-pod.lock, or inference-perf's 3.12 and its own lock.
+    generator = GENERATORS[spec.benchmark.load_generator]
+    assert container["image"] == spec.benchmark.image == generator.image
     lines = container["command"][-1].splitlines()
     assert lines[0] == "set -euo pipefail"
     pip = next(line for line in lines if line.startswith("pip install"))
-    assert "--require-hashes --no-deps --target /opt/deps -r benchmark/requirements-pod.lock" in pip and "FATAL" in pip
-    assert f"python -m benchmark.podsetup --commit {spec.benchmark.llmperf_commit} " in container["command"][-1]
+    assert f"--require-hashes --no-deps --target /opt/deps -r benchmark/{generator.lock}" in pip and "FATAL" in pip
+    setup = " ".join(generator.setup_flags(spec.benchmark.llmperf_commit, DEPS_MOUNT))
+    assert f"python -m benchmark.podsetup {setup} " in container["command"][-1]
     # A study's tuner drives the same driver (benchmark/tuner.py).
     entry = f"exec python -m benchmark.{'tuner' if spec.study else 'driver'} "
     assert "export HF_HOME=/opt/work/hf HF_HUB_OFFLINE=1" in lines and lines[-1].startswith(entry)
@@ -150,7 +157,7 @@ def test_job_installs_verified_dependencies_then_runs_offline(recording, spec):
         assert "emptyDir" in volumes[mounts[path]["name"]], path
     assert env["PYTHONPATH"]["value"] == "/opt/deps:/opt/benchmark" and env["HOME"]["value"] == "/tmp"
     paths = {i["path"] for i in pod["volumes"][0]["configMap"]["items"]}
-    assert paths == {f"benchmark/{m}" for m in POD_MODULES + (POD_LOCK,)} | {
+    assert paths == {f"benchmark/{m}" for m in POD_MODULES + (generator.lock,)} | {
         "run-config.json", f"benchmark/llmperf/{spec.benchmark.llmperf_commit}.manifest"}
 
 
@@ -181,19 +188,24 @@ def test_dashboard_queries_exactly_what_is_published(recording, spec):
     # The pod publishes each (variant, test case) under the run config's dimension values: the
     # dashboard queries exactly those.
     run_config = json.loads(recording.one("kubernetes:core/v1:ConfigMap", "benchmark-code").inputs["data"]["run-config.json"])
+    # A sweep publishes each level under a TestCase value of its own (benchmark/pod.py test_case_value).
+    loads = [Level.from_dict(load) for load in run_config["loads"]]
+    folders = [benchmark_pod.level_folder(loads, level) for level in loads]
     published = set()
     for test_case in spec.benchmark.test_cases:
         for variant in run_config["variants"]:
-            dimensions = publish.dimension_values(run_config, variant["name"], test_case)
-            for datum in publish.telemetry_metric_data(*dimensions, {"utilizationPercent": [[0.0, 1.0]]}):
-                published.add((datum["Dimensions"][1]["Value"], datum["Dimensions"][0]["Value"]))
+            for folder in folders:
+                dimensions = publish.dimension_values(run_config, variant["name"], test_case, folder)
+                for datum in publish.telemetry_metric_data(*dimensions, {"utilizationPercent": [[0.0, 1.0]]}):
+                    published.add((datum["Dimensions"][1]["Value"], datum["Dimensions"][0]["Value"]))
     assert {(case, variant) for case, variant, _, _ in seen} == published
     for test_case, case_value in spec.metric_dimensions["TestCase"].items():
         for variant in spec.variants:
             variant_value = spec.metric_dimensions["Variant"][variant.name]
             for name, stat in (("TimePerOutputToken", "p50"), ("OutputTokens", "p50"), ("AcceptanceRate", "Average"),
                                ("NeuronCoreUtilization", "Average"), ("NeuronMemoryUsed", "Maximum")):
-                assert (case_value, variant_value, name, stat) in seen
+                for folder in folders:
+                    assert (benchmark_pod.test_case_value(case_value, folder), variant_value, name, stat) in seen
     # Each test case's Neuron widgets sit right under its latency widgets.
     for test_case in spec.benchmark.test_cases:
         rows = sorted({w["y"] for w in widgets if w["properties"]["title"].startswith(f"{test_case}: ")
@@ -248,6 +260,20 @@ def test_the_study_view_divides_each_baseline_by_its_configuration():
             numerator, denominator = expression.split(" / ")
             assert series[numerator][3] == spec.variant(name).baseline and series[denominator][3] == name
         assert widget["properties"]["stat"] == "p50" and widget["properties"]["setPeriodToTimeRange"] is True
+
+
+def test_a_study_at_several_load_levels_has_a_view_per_test_case_and_level():
+    """Each level is published under its own TestCase value (benchmark/publish.py): the study's
+    view queries that one, never pooling levels."""
+    from components.pairing.dashboard import study_widgets
+
+    raw = load_stack("qwen3-32b-study").config
+    spec = load_stack("qwen3-32b-study", {"sd-trn2:benchmark": {**raw["sd-trn2:benchmark"], "concurrency": [1, 4]}}).spec()
+    _, *per_case = study_widgets(spec, spec.region, top=500)
+    expected = [(t, f"{spec.metric_dimensions['TestCase'][t]}/concurrency-{c}") for t in spec.benchmark.test_cases for c in (1, 4)]
+    assert [(w["properties"]["title"].split(" at ")[0], {m[5] for m in w["properties"]["metrics"] if "expression" not in m[0]})
+            for w in per_case] == [(t, {value}) for t, value in expected]
+    assert per_case[1]["properties"]["title"].startswith(f"{expected[1][0]} at concurrency 4: ")
 
 
 def test_the_run_config_is_strict_json():

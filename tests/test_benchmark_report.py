@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from benchmark import acceptance
+from benchmark.loadgen import llmperf
 from benchmark.results import RequestResult, percentile
 from reporting import analysis, report
 from reporting.seeds import SEEDS
@@ -13,6 +14,8 @@ from reporting.seeds import SEEDS
 from .results_files import SHAPE, VARIANTS, record, write_case, write_run
 
 T0 = 1_795_000_000.0
+LLMPERF_SOURCES = report.SOURCES.format(generators="LLMPerf", own_sources=llmperf.GENERATOR.own_source)
+"""The sources of a report of LLMPerf runs (and of no run)."""
 
 
 def test_percentile_and_statistics_follow_llmperfs_summary():
@@ -435,7 +438,7 @@ EXPECTED_MARKDOWN = "\n".join([
     '',
     'None input / None output tokens, concurrency None, None requests per test case, sampling null, LLMPerf (not recorded); started None, finished not yet.',
     '',
-    ""]).replace("{SOURCES}", report.SOURCES.format(generators="LLMPerf"))
+    ""]).replace("{SOURCES}", LLMPERF_SOURCES)
 
 
 def test_the_report_lays_out_every_figure_source_and_flag_exactly():
@@ -443,7 +446,7 @@ def test_the_report_lays_out_every_figure_source_and_flag_exactly():
 
 
 def test_an_empty_report_says_so():
-    assert report.markdown({"runs": {}}) == f"# Speculative decoding benchmark\n\n{report.SOURCES.format(generators='LLMPerf')}\n\nNo runs found.\n"
+    assert report.markdown({"runs": {}}) == f"# Speculative decoding benchmark\n\n{LLMPERF_SOURCES}\n\nNo runs found.\n"
 
 
 def test_a_variant_without_node_lossless_check_or_counters():

@@ -101,6 +101,36 @@ def test_load_levels_multiply_the_measured_cases_and_nothing_else():
     assert "x 2 load level(s)" in two.terms and "960 cases" in two.terms
 
 
+def study_at(loads, study_mode="sequential"):
+    """The Qwen3 study stack at `loads` (benchmark.concurrency), parsed as a stack file gives it."""
+    raw = load_stack("qwen3-32b-study").config
+    return mode(load_stack("qwen3-32b-study", {"sd-trn2:benchmark": {**raw["sd-trn2:benchmark"], "concurrency": loads}}).spec(),
+                study_mode)
+
+
+def test_a_study_with_a_load_list_counts_every_configuration_at_every_level():
+    """Parsed, not patched: the Qwen3 study at concurrency [1, 4] measures every configuration, and
+    the baseline beside it, at both levels, each at its own pace (one at a time takes 4 x as long
+    as four at a time)."""
+    one, two = study_at(4), study_at([1, 4])
+    assert "480 cases" in one.terms and "960 cases" in two.terms and "x 2 load level(s)" in two.terms
+    assert two.load_generator_hours == pytest.approx(2 * one.load_generator_hours)
+    assert two.baseline_beside_hours == pytest.approx((4 / 1 + 4 / 4) * one.baseline_beside_hours)
+
+
+def test_the_load_axis_cost_in_the_docs_is_the_plans_estimate():
+    """docs/study.md "Load as a third axis": its figures are stackconfig/timeline.py's, as the plan prints them."""
+    from .test_readme import section
+
+    text = section("docs/study.md", "Load as a third axis")
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in text.splitlines() if line.startswith("| `[")]
+    assert len(rows) == 2
+    for loads, study_mode, nodes, first, compiled in rows:
+        estimate = study_at(json.loads(loads.strip("`")), study_mode)
+        assert (nodes, first, compiled) == (str(estimate.nodes), estimate.cost(estimate.first_hours),
+                                            estimate.cost(estimate.repeat_hours))
+
+
 def report_json(tpots: dict[str, list[float]]) -> dict:
     """A `make results` report.json of one run: per test case, each variant's TPOT quantiles."""
     cases = {f"case-{i}": {name: {"tpot_s": {"p50": values[i], "p90": 9.0}} for name, values in tpots.items()}

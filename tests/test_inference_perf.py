@@ -74,6 +74,10 @@ def test_both_generators_tpot_at_the_proxy_agree_and_inference_perf_sweeps(tmp_p
             # Every request inference-perf sent went through the proxy, with the server's own counts.
             assert (figures["completed"], figures["failed"], figures["output_tokens_mean"]) == (4, 0, 96)
             assert figures["token_source"] == "server usage"
+            # Its own summary, read for the report's reference column: it too counted every request;
+            # its token counts are its own (the proxy keeps the server's usage chunk from it).
+            own = figures["llmperf"]
+            assert own["completed"] == 4 and None not in (own["itl_p50_s"], own["output_tokens_p50"]), own
     # inference-perf sends no sampling parameters: the proxy added the run's (temperature 0) to
     # every request it forwarded, on the completions path; LLMPerf's chat requests carry their own.
     asked = [s.request for server in (base, sd) for s in server.sent]
@@ -90,4 +94,5 @@ def test_both_generators_tpot_at_the_proxy_agree_and_inference_perf_sweeps(tmp_p
                                capture_output=True, text=True, check=True).stdout.strip()
     assert with_inference_perf["loadGeneratorPin"] == swept["loadGeneratorPin"] == installed
     assert f", inference-perf {installed}; " in report.markdown({"runs": {"run-2": swept}})
+    assert "| inference-perf: completed, ITL p50 (per token), out tokens p50 |" in report.markdown({"runs": {"run-2": swept}})
     assert f", LLMPerf {config['llmperfCommit'][:12]}; " in report.markdown({"runs": {"run-1": measured}})

@@ -47,28 +47,45 @@ def test_bad_load_settings_name_the_key(edits, problems):
     assert problem_list(with_edits(SMALL, edits)) == problems
 
 
-def test_a_study_measures_one_load_level():
-    assert problem_list(with_edits({**SMALL, **STUDY}, {"benchmark.concurrency": [1, 2]})) == [
-        ("benchmark.concurrency", "2 levels beside a study: a study measures each configuration against its baseline at one "
-                                  "load level (benchmark/tuner.py); give one")]
-    assert parse(with_edits({**SMALL, **STUDY}, {"benchmark.concurrency": [2]})).benchmark.concurrency == 2
+def test_a_study_takes_load_as_its_third_axis():
+    """A load list beside a study: every configuration is measured at every level (benchmark/tuner.py)."""
+    study = {**SMALL, **STUDY}
+    assert parse(with_edits(study, {"benchmark.concurrency": [1, 4]})).benchmark.loads == (Level("concurrency", 1),
+                                                                                          Level("concurrency", 4))
+    rates = parse(with_edits(study, {"benchmark.loadGenerator": "inference-perf", "benchmark.rate": [0.5, 2]})).benchmark
+    assert rates.loads == (Level("rate", 0.5), Level("rate", 2))
+    assert parse(with_edits(study, {"benchmark.concurrency": [2]})).benchmark.concurrency == 2
+
+
+def test_a_study_keeps_its_dashboard_view_within_cloudwatch_at_every_level():
+    """The study's view has a widget per test case and level (components/pairing/dashboard.py):
+    more levels than CloudWatch's 500 widgets hold are refused, naming the load key."""
+    cases = {f"case-{i}": None for i in range(40)}
+    study = with_edits({**SMALL, **STUDY}, {"benchmark.testCases": cases, "serving.maxNumSeqs": 64})
+    assert len(parse(with_edits(study, {"benchmark.concurrency": [1, 2, 4, 8]})).benchmark.loads) == 4
+    assert problem_list(with_edits(study, {"benchmark.concurrency": [1, 2, 4, 8, 16]})) == [
+        ("benchmark.concurrency", "5 levels beside a study need 522 dashboard widgets (the study's view has one per test case "
+                                  "and level); CloudWatch allows 500: give at most 4 levels, or fewer test cases")]
 
 
 def test_a_dummy_generator_registers_without_touching_any_other_module(monkeypatch):
-    """A third generator is its module and one registry entry: validation then accepts its name and
-    the kinds of load it holds, and refuses the others, naming it."""
+    """A third generator is its module and one registry entry: validation then accepts its name, the
+    kinds of load it holds and the prompts it can make, and refuses the others, naming it."""
     dummy = LoadGenerator(
         name="dummy", title="Dummy", load_kinds=("rate",), invocation=lambda case: None, prompts=lambda work_dir: None,
         own_text="Dummy's text",
         outcome=lambda stderr: {"dummyError": None}, error_key="dummyError", describe=lambda code, facts: "",
-        own_results=lambda folder: (None, []), output_name="dummy", image="example.com/dummy:1.0",
-        lock="requirements-dummy.lock",
+        own_results=lambda folder: (None, []), own_figures=lambda summary: {}, own_itl="per dummy",
+        own_source="**Dummy** = Dummy's own summary", min_input_tokens=50, min_input_tokens_why="Dummy's preamble is longer",
+        output_name="dummy", image="example.com/dummy:1.0", lock="requirements-dummy.lock",
         setup_flags=lambda commit, deps: [], sends_sampling_params=False, pin=lambda config: "1.0")
     monkeypatch.setitem(loadgen.GENERATORS, "dummy", dummy)
-    benchmark = parse(with_edits(SMALL, {"benchmark.loadGenerator": "dummy", "benchmark.rate": [1, 3]})).benchmark
+    benchmark = parse(with_edits(SMALL, {"benchmark.loadGenerator": "dummy", "benchmark.rate": [1, 3],
+                                         "benchmark.inputTokens": 50})).benchmark
     assert (benchmark.load_generator, benchmark.loads) == ("dummy", (Level("rate", 1), Level("rate", 3)))
     assert problem_list(with_edits(SMALL, {"benchmark.loadGenerator": "dummy", "benchmark.concurrency": 2})) == [
-        ("benchmark.concurrency", "Dummy cannot hold a concurrency; loadGenerator inference-perf or llmperf can")]
+        ("benchmark.concurrency", "Dummy cannot hold a concurrency; loadGenerator inference-perf or llmperf can"),
+        ("benchmark.inputTokens", "40 is below 50: Dummy's preamble is longer")]
 
 
 def test_the_benchmark_time_counts_every_level():
@@ -201,3 +218,59 @@ def test_a_sweep_runs_every_level_of_every_test_case_variant_by_variant_each_in_
     assert (case["load"], case["concurrency"], case["generator"]) == ({"concurrency": 8}, 8, "llmperf")
     test_case_values = {d["Dimensions"][1]["Value"] for d in published}
     assert test_case_values == {"counting_numbers_from_1_/concurrency-1", "counting_numbers_from_1_/concurrency-8"}
+
+
+INFERENCE_PERF_SUMMARY = {
+    "benchmark_time_seconds": 4.25, "load_summary": {"count": 2},
+    "successes": {"count": 2,
+                  "latency": {"inter_token_latency": {"mean": 0.0191, "min": 0.0, "max": 0.0412, "median": 0.0187, "p90": 0.0305},
+                              "time_per_output_token": {"mean": 0.0233, "median": 0.0231}},
+                  "output_tokens": {"total": 198.0, "mean": 99.0, "median": 99.0},
+                  "throughput": {"output_tokens_per_sec": 46.6}},
+    "failures": {"count": 0}}
+"""Shaped as inference-perf 0.7.0 writes summary_lifecycle_metrics.json (reportgen/base.py
+summarize_requests, its default percentiles: 50 is "median"); every figure unlike the proxy's."""
+
+
+def test_the_generator_column_of_an_inference_perf_run_names_it_and_shows_its_own_figures(tmp_path):
+    """The case table's column of the generator's own summary names the generator that ran and
+    reads inference-perf's summary: its completed count, its inter-token latency (per token), its
+    output tokens; and the sources say what inference-perf's figures are."""
+    from reporting import report
+
+    results = sweep_results(tmp_path)
+    for case in (results / "r1").glob("*/counting/*/case.json"):
+        case.write_text(json.dumps({**json.loads(case.read_text()), "generator": "inference-perf", "generatorError": None}))
+    folder = results / "r1" / "sd" / "counting" / "concurrency-4"
+    (folder / "summary_lifecycle_metrics.json").write_text(json.dumps(INFERENCE_PERF_SUMMARY))
+    text = report.markdown(report.build_report(results))
+    section = text.split("### counting/concurrency-4")[1]
+    assert "| inference-perf: completed, ITL p50 (per token), out tokens p50 |" in section
+    assert "LLMPerf: completed" not in text
+    assert "| 2, 18.70 ms, 99.0 |" in section  # sd: its summary
+    assert "| none, n/a, n/a |" in section  # base at this level: no summary written
+    assert "**inference-perf** = inference-perf's own summary" in text and "**LLMPerf** =" not in text
+
+
+@pytest.mark.parametrize("edits, problems", [
+    ({"benchmark.inputTokens": 39}, [("benchmark.inputTokens", "39 is below 40: LLMPerf's prompt template alone is longer, "
+                                                               "and it would never start")]),
+    ({"benchmark.loadGenerator": "inference-perf", "benchmark.inputTokens": 1},
+     [("benchmark.inputTokens", "1 is below 2: inference-perf counts the tokenizer's beginning-of-sequence token in a "
+                                "prompt's length, so it can make no shorter prompt")]),
+], ids=edits_id)
+def test_the_input_tokens_minimum_is_the_selected_generators(edits, problems):
+    assert problem_list(with_edits(SMALL, edits)) == problems
+
+
+def test_inference_perf_takes_prompts_shorter_than_llmperfs_template():
+    benchmark = parse(with_edits(SMALL, {"benchmark.loadGenerator": "inference-perf", "benchmark.inputTokens": 16})).benchmark
+    assert (benchmark.load_generator, benchmark.input_tokens) == ("inference-perf", 16)
+
+
+def test_the_default_metrics_namespace_does_not_depend_on_the_generator():
+    """The namespace holds the proxy's figures, which no generator changes: a stack that switches
+    generator keeps its series (and its alarms) where they were (docs/configuration.md)."""
+    llmperf = parse(SMALL, stack="qwen3-1.7b").benchmark.metrics_namespace
+    inference_perf = parse(with_edits(SMALL, {"benchmark.loadGenerator": "inference-perf"}), stack="qwen3-1.7b").benchmark.metrics_namespace
+    assert llmperf == inference_perf == "LLMPerf/qwen3-1-7b-c7b98a"

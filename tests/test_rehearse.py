@@ -24,7 +24,8 @@ from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
 from benchmark import telemetry, tuner
-from benchmark.pod import MIN_INPUT_TOKENS, RUN_CONFIG
+from benchmark.loadgen.llmperf import MIN_INPUT_TOKENS
+from benchmark.pod import RUN_CONFIG
 from benchmark.results import run_levels
 from modelstore.hub import Hub
 from modelstore.layout import LOCAL_COMPLETE, LOCAL_RESTORED
@@ -198,6 +199,16 @@ def test_a_load_generator_or_sweep_the_stack_config_refuses_exits_2_naming_the_o
     assert result.returncode == 2 and message in result.stderr
     if message.startswith("--load-generator/"):  # the stack config's own check says what is wrong
         assert "benchmark." in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--input-tokens", "39"), "--input-tokens at least 40 (LLMPerf's prompt template alone is longer"),
+    (("--load-generator", "inference-perf", "--input-tokens", "1"),
+     "--input-tokens at least 2 (inference-perf counts the tokenizer's beginning-of-sequence token"),
+])
+def test_input_tokens_below_the_generators_shortest_prompt_exit_2(args, message, run_cli):
+    result = run_cli("--stack", "qwen3-32b-qwen3-1.7b", *args)
+    assert result.returncode == 2 and message in result.stderr
 
 
 def test_without_the_load_options_the_stack_is_planned_as_it_is():

@@ -9,6 +9,9 @@ from .conftest import KINDS, SHARED, STANDALONE
 EXPECTED = {
     "qwen3-32b-qwen3-1.7b": ("Qwen/Qwen3-32B", "Qwen/Qwen3-1.7B", 8, 32, 4, 1024, 7, 1, "nxdi-legacy"),
     "qwen3-32b-qwen3-0.6b": ("Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B", 16, 64, 1, 6400, 7, 2, "nxdi-legacy"),
+    # The seed 000/003 pairing as a load sweep by inference-perf (docs/load-generators.md): eight
+    # sequences, so its highest level, concurrency 8, is served at once.
+    "qwen3-32b-qwen3-1.7b-sweep": ("Qwen/Qwen3-32B", "Qwen/Qwen3-1.7B", 8, 32, 8, 1024, 7, 1, "nxdi-legacy"),
     "llama3.1-405b-llama3.2-1b": ("meta-llama/Llama-3.1-405B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", 16, 64, 1, 12800, 7, 3, "nxdi-legacy"),
     "llama3.1-8b-llama3.2-1b": ("meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B", 1, 4, 1, 1024, 5, 1, "nxdi-legacy"),
     # Seed 002's both architectures: the first SD configuration is the fused one; the distributed

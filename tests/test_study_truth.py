@@ -7,7 +7,7 @@ import pytest
 
 from reporting import study
 
-from .synthetic_study import Truth, write
+from .synthetic_study import Truth, write, write_levels
 
 TEST_CASES = {f"case-{i}": 0.030 + 0.004 * i for i in range(10)}
 """Ten test cases, each with its own baseline TPOT (30 to 66 ms)..."""
@@ -167,3 +167,43 @@ def test_the_report_opens_with_the_answer_and_its_heatmap_is_a_readable_grid(sum
     overall = next(r for r in rows if (r["testCase"], r["configuration"]) == ("overall", TRUTH.sd[0]))
     assert float(overall["speedup_tpot.value"]) == pytest.approx(figures["table"]["overall"][TRUTH.sd[0]]["speedup_tpot"]["value"])
     assert float(overall["bound.c"]) == pytest.approx(figures["table"]["overall"][TRUTH.sd[0]]["bound"]["c"])
+
+
+def test_load_as_an_axis_answers_per_level_paired_at_each_level(tmp_path):
+    """A study at concurrency 1 and 8 where the best window differs with load: at 1 the draft is
+    cheap beside a target step (c 0.02) and the large window wins; at 8 drafting costs more of a
+    step (c 0.3) and the small one wins. Each level's speedups are the truth at that level (the
+    baseline paired at the same level: at 8 it runs 1.6x slower, so a baseline from the other
+    level would be off by that), and tuning.md answers per level, saying the best differs."""
+    import csv
+    import dataclasses
+
+    from reporting import tuning_report
+
+    at_1 = Truth(base_tpot_s={"chat": 0.040, "code": 0.050}, p0={("d", "chat"): 0.80, ("d", "code"): 0.75}, c={"d": 0.02},
+                 windows=(2, 8), drafts_counted={"chat": 200, "code": 300}, concurrency=1, noise=0.002)
+    at_8 = dataclasses.replace(at_1, base_tpot_s={"chat": 0.064, "code": 0.080}, c={"d": 0.30}, concurrency=8)
+    written = write_levels(tmp_path, {1: at_1, 8: at_8}, seed=2)
+    report = tuning_report.write_report(tmp_path)
+    levels = {f"{written.study_id}-concurrency-1": at_1, f"{written.study_id}-concurrency-8": at_8}
+    assert list(report) == list(levels)
+    for key, truth in levels.items():
+        summary = report[key]
+        assert summary["studyId"] == written.study_id and summary["load"] == {"concurrency": truth.concurrency}
+        for test_case in truth.test_cases:
+            for name in truth.sd:
+                assert close(summary["table"][test_case][name]["speedup_tpot"]["value"], truth.speedup(name, test_case))
+    assert (report[f"{written.study_id}-concurrency-1"]["best"]["overall"]["variant"],
+            report[f"{written.study_id}-concurrency-8"]["best"]["overall"]["variant"]) == ("d-k8", "d-k2")
+    text = (tmp_path / "tuning.md").read_text()
+    answer = text.index("| load | best configuration |")
+    assert answer < text.index("| test case | best configuration |") < text.index("### Test case")
+    assert text.index("| concurrency 1 | **d-k8** |") < text.index("| concurrency 8 | **d-k2** |") < text.index("### Test case")
+    assert "The best configuration differs with load: d-k8 at concurrency 1, d-k2 at concurrency 8." in text
+    assert "at any level" not in text  # each level's best is told apart from the other's there
+    assert f"## Study {written.study_id} at concurrency 8" in text
+    for key in levels:
+        assert (tmp_path / f"{key}-heatmap.png").exists()
+    assert (tmp_path / f"{written.study_id}-load.png").exists()
+    rows = list(csv.DictReader((tmp_path / "tuning.csv").open()))
+    assert {(r["study"], r["load"]) for r in rows} == {(written.study_id, "concurrency-1"), (written.study_id, "concurrency-8")}

@@ -130,6 +130,7 @@ def test_results_of_a_study_stack_fetch_the_latest_study_and_write_its_tuning_re
     printed = capsys.readouterr().out
     assert f"  {STUDY_ID}: incomplete: failed configurations: d2-k4\n" in printed and "| **overall** | **d1-k4** |" in printed
     assert (out / "tuning.md").exists() and (out / f"{STUDY_ID}-heatmap.png").exists()
+    assert f"{out / STUDY_ID}-heatmap.png, {out / STUDY_ID}-windows.png\n" in printed  # the charts it wrote
 
 
 # --- make benchmark ---------------------------------------------------------------------------

@@ -411,3 +411,46 @@ def test_a_killed_tuners_lease_lapses(tmp_path, llmperf, capsys):
         assert any(r[0] == "PUT" for r in cluster.api.requests[:first_scale])
         assert time.time() - started >= 0.9
         assert cluster.api.leases["llmperf-tuner"]["spec"]["leaseTransitions"] == 1
+
+
+def test_load_is_a_third_axis_paired_at_each_level_and_resumed_by_level(tmp_path, llmperf):
+    """benchmark.concurrency a list beside a study: every configuration at every level, each case
+    of it right after the baseline's at the same level in its block, in the level's own folder; a
+    pod killed mid-block resumes level by level, measuring nothing twice and no level for another."""
+    stack = "qwen3-32b-study"
+    raw = load_stack(stack).config
+    spec = load_stack(stack, {
+        "sd-trn2:study": {**raw["sd-trn2:study"], "windows": [5], "drafts": ["Qwen/Qwen3-1.7B"], "repeats": 2},
+        "sd-trn2:modelRevisions": {m: c for m, c in raw["sd-trn2:modelRevisions"].items() if m != "Qwen/Qwen3-0.6B"},
+        "sd-trn2:benchmark": {**raw["sd-trn2:benchmark"], "requestsPerTestCase": 1, "concurrency": [1, 4],
+                              "testCases": {"counting": "counting numbers from 1 ", "sonnets": None}},
+    }).spec()
+    calls = []
+    inner = one_request_runner(calls)
+
+    def killing_runner(*args):
+        if len(calls) == 3:  # repeat 1, counting: base and SD at concurrency 1, base at concurrency 4
+            raise driver.Terminated("received signal 15 (Job deadline or pod deletion)")
+        return inner(*args)
+
+    with Cluster(spec) as cluster:
+        study_id = cluster.config["study"]["id"]
+        first = cluster.run(tmp_path / "pod-1", llmperf, killing_runner)
+        assert first["status"] == "failed" and len(first["cases"]) == 3
+        second = cluster.run(tmp_path / "pod-2", llmperf, inner)
+        assert second["status"] == "complete"
+        assert cluster.stored(f"{study_id}/repeat-2/beside-qwen3-1-7b-k5/base/sonnets/concurrency-4/case.json")["load"] == {
+            "concurrency": 4}
+    levels, tests = ("concurrency-1", "concurrency-4"), ("counting", "sonnets")
+    measured = [(c["repeat"], c["variant"], c["testCase"], c["beside"], driver.at(c).removeprefix(" at ")) for c in second["cases"]]
+    expected = [(r, server, t, beside, level) for r in (1, 2) for t in tests for level in levels
+                for server, beside in (("base", "qwen3-1-7b-k5"), ("qwen3-1-7b-k5", None))]
+    assert measured == expected  # in order: per test case and level, the baseline then the configuration
+    # Nothing redone after the kill: the generator ran once per case, at the case's own level.
+    assert len(calls) == len(expected)
+    ran = [argv[argv.index("--num-concurrent-requests") + 1] for argv, *_ in calls]
+    assert ran == [level.removeprefix("concurrency-") for *_, level in expected]
+    assert second["progress"]["done"] == second["progress"]["total"] == 2 * 2 * 2 * 2  # repeats x servers x cases x levels
+    # The plan's estimate counts the same cases (stackconfig/timeline.py).
+    from stackconfig.timeline import study_modes
+    assert f"{second['progress']['total']} cases (" in next(e for e in study_modes(spec) if e.mode == "sequential").terms

@@ -78,8 +78,9 @@ def fetch(args: argparse.Namespace) -> int:
     print(f"downloaded {count} files of run {run_id} ({run_status(client, bucket, results, run_id)}) to {out_dir}\n")
     if run_id.startswith("study-"):
         tuning_report.write_report(out_dir)
-        print(f"\nreport: {out_dir / 'tuning.md'}, {out_dir / 'tuning.json'}, {out_dir / 'tuning.csv'}, "
-              f"{out_dir / (run_id + '-heatmap.png')}, {out_dir / (run_id + '-windows.png')}")
+        # Its charts: a heatmap and a windows plot, per level in a study of several, and then a load plot.
+        charts = ", ".join(str(path) for path in sorted(out_dir.glob(f"{run_id}-*.png")))
+        print(f"\nreport: {out_dir / 'tuning.md'}, {out_dir / 'tuning.json'}, {out_dir / 'tuning.csv'}, {charts}")
         return 0
     write_report(out_dir)
     print(f"\nreport: {out_dir / 'report.md'}, {out_dir / 'report.png'}, {out_dir / 'report.json'}, {out_dir / 'report.csv'}")

@@ -91,6 +91,17 @@ class LoadGenerator:
     """What the driver's log adds about a case from its exit code and outcome ("" when it ran clean)."""
     own_results: Callable[[Path], tuple[dict[str, Any] | None, list[dict[str, Any]]]]
     """The generator's own summary and per-request records in a case folder (for reference only)."""
+    own_figures: Callable[[dict[str, Any]], dict[str, Any]]
+    """What the report prints from that summary ({} when there is none), beside the proxy's figures:
+    completed, itl_p50_s, output_tokens_p50, overall_output_throughput (None where it has none)."""
+    own_itl: str
+    """How its inter-token latency is taken, as the report's column names it ("per chunk")."""
+    own_source: str
+    """What its own figures are, as the report's sources say it."""
+    min_input_tokens: int
+    """The shortest prompt (benchmark.inputTokens) it can send; validation refuses a shorter one."""
+    min_input_tokens_why: str
+    """Why, as validation says it after "<inputTokens> is below <min_input_tokens>: "."""
     output_name: str
     """Its stdout and stderr are kept as <output_name>.stdout.txt and .stderr.txt."""
     image: str

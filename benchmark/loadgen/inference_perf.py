@@ -51,6 +51,11 @@ IMAGE = "public.ecr.aws/docker/library/python:3.12.12-slim-bookworm"
 mirrors the official images): inference-perf requires Python >= 3.12 (its 0.7.0 wheel's
 Requires-Python), and requirements-inference-perf.lock was resolved for 3.12 on manylinux_2_28
 (bookworm's glibc is 2.36)."""
+MIN_INPUT_TOKENS = 2
+"""It counts a prompt's tokens with the tokenizer's special tokens (utils/custom_tokenizer.py
+count_tokens, add_special_tokens=True), and the Llama tokenizer the pod gives it puts a
+beginning-of-sequence token before any text: no text counts 1, and the search for a prompt of
+exactly 1 token gives up (datagen/datagen_utils.py converge_to_exact_length_text raises)."""
 _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception)\b.*$")
 
 
@@ -139,10 +144,34 @@ def own_results(folder: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any
     return (json.loads(summary.read_text()) if summary.exists() else None, [])
 
 
+def own_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """From its summary_lifecycle_metrics.json (reportgen/base.py summarize_requests: "successes"
+    holds the completed requests; each distribution is summarize()'s, whose 50th percentile is
+    "median" and which is null when there were no values)."""
+    successes = summary.get("successes") or {}
+    itl = (successes.get("latency") or {}).get("inter_token_latency") or {}
+    return {"completed": successes.get("count"), "itl_p50_s": itl.get("median"),
+            "output_tokens_p50": (successes.get("output_tokens") or {}).get("median"),
+            "overall_output_throughput": (successes.get("throughput") or {}).get("output_tokens_per_sec")}
+
+
 GENERATOR = LoadGenerator(
     name=NAME, title="inference-perf", load_kinds=("concurrency", "rate"), invocation=invocation, prompts=prompts,
     own_text="inference-perf's Shakespeare",
-    outcome=outcome, error_key="generatorError", describe=describe, own_results=own_results,
+    outcome=outcome, error_key="generatorError", describe=describe, own_results=own_results, own_figures=own_figures,
+    # reportgen/base.py: correct_streamed_response_metrics (chunks re-tokenised, every token at its
+    # chunk's arrival), compute_request_latency_metrics (the deltas), summarize_requests (pooled),
+    # summarize_output_token_usage (usage.completion_tokens, else its own count of the response's
+    # tokens: the measuring proxy keeps the usage-only chunk from every generator, benchmark/proxy.py).
+    own_itl="per token",
+    own_source=("**inference-perf** = inference-perf's own summary, for reference only (its inter-token latency is per "
+                "token, pooled over the requests: it re-tokenises each streamed chunk with the pod's Llama tokenizer and "
+                "gives every token the chunk's arrival time, so a chunk's gap falls on its first token and the others "
+                "count 0, and TTFT is not in it; its output token counts are its re-tokenisation of the response with that "
+                "tokenizer, as the proxy keeps the server's usage chunk from it)"),
+    min_input_tokens=MIN_INPUT_TOKENS,
+    min_input_tokens_why="inference-perf counts the tokenizer's beginning-of-sequence token in a prompt's length, "
+                         "so it can make no shorter prompt",
     output_name="inference-perf", image=IMAGE, lock=LOCK,
     setup_flags=lambda commit, deps: ["--link-installed", f"{deps}/{PROGRAM}"], sends_sampling_params=False,
     pin=locked_version)

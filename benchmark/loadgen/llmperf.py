@@ -25,6 +25,12 @@ _ERROR_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*$")
 STARTUP_ALLOWANCE_S = 600
 IMAGE = "public.ecr.aws/docker/library/python:3.11.14-slim-bookworm"
 """Its source: stackconfig/versions.py BENCHMARK_IMAGE."""
+MIN_INPUT_TOKENS = 40
+"""LLMPerf redraws a prompt length until it covers its own prompt template; with the driver's
+stddev 0 a shorter target never does and LLMPerf spins without sending a request (seen running
+ray-project/llmperf f1d6bed; the redraw loop is src/llmperf/utils.py
+randomly_sample_sonnet_lines_prompt). It warns below 40 itself (token_benchmark_ray.py
+run_token_benchmark)."""
 
 
 def llmperf_command(python: str, variant: dict, shape: dict, out_dir: Path) -> list[str]:
@@ -123,8 +129,22 @@ def own_results(folder: Path) -> tuple[dict[str, Any] | None, list[dict[str, Any
     return (read_json(summaries[0]) if summaries else None, read_json(responses[0]) if responses else [])
 
 
+def own_figures(summary: dict[str, Any]) -> dict[str, Any]:
+    """From its *_summary.json (key names: ray-project/llmperf@f1d6bed:token_benchmark_ray.py
+    metrics_summary)."""
+    return {"completed": summary.get("results_num_completed_requests"),
+            "itl_p50_s": summary.get("results_inter_token_latency_s_quantiles_p50"),
+            "output_tokens_p50": summary.get("results_number_output_tokens_quantiles_p50"),
+            "overall_output_throughput": summary.get("results_mean_output_throughput_token_per_s")}
+
+
 GENERATOR = LoadGenerator(
     name=NAME, title="LLMPerf", load_kinds=("concurrency",), invocation=invocation, prompts=prompts, own_text="LLMPerf sonnets",
-    outcome=outcome, error_key="llmperfError", describe=describe, own_results=own_results, output_name="llmperf",
+    outcome=outcome, error_key="llmperfError", describe=describe, own_results=own_results, own_figures=own_figures,
+    own_itl="per chunk",
+    own_source=("**LLMPerf** = LLMPerf's own summary, for reference only (its inter-token latency is per chunk and "
+                "includes TTFT; its token counts are a Llama-2 re-tokenisation + 1)"),
+    min_input_tokens=MIN_INPUT_TOKENS, min_input_tokens_why="LLMPerf's prompt template alone is longer, and it would never start",
+    output_name="llmperf",
     image=IMAGE, lock="requirements-pod.lock", setup_flags=lambda commit, deps: ["--commit", commit], sends_sampling_params=True,
     pin=lambda config: config["llmperfCommit"])

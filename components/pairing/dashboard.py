@@ -28,23 +28,33 @@ STUDY_HEADER = (
     "bound and best configuration are in the tuning report (`make results`).")
 
 
+def level_labels(spec: StackSpec) -> list[tuple[str | None, str]]:
+    """Per load level, its TestCase folder and its label (" at concurrency 4"; none for one level)."""
+    loads = spec.benchmark.loads
+    return [(level_folder(loads, level), f" at {level.kind} {level.value:g}" if len(loads) > 1 else "") for level in loads]
+
+
 def study_widgets(spec: StackSpec, region: str, top: int) -> list[dict]:
-    """The study's view: a header, then per test case one bar per compared configuration."""
+    """The study's view: a header, then per test case (and load level) one bar per compared configuration."""
     namespace, dimensions = spec.benchmark.metrics_namespace, spec.metric_dimensions
     widgets = [{"type": "text", "x": 0, "y": top, "width": 24, "height": 2,
                 "properties": {"markdown": f"## Tuning study ({spec.study.mode})\n{STUDY_HEADER}"}}]
     ids = {v.name: f"v{index}" for index, v in enumerate(spec.variants)}
     compared = [v for v in spec.variants if v.baseline and v.is_speculative]
-    for case_index, test_case in enumerate(spec.benchmark.test_cases):
+    # A study at several load levels: a widget per test case and level, each level published
+    # under its own TestCase value (benchmark/publish.py dimension_values), never pooled.
+    levels = level_labels(spec)
+    for index, (test_case, (folder, at)) in enumerate((t, level) for t in spec.benchmark.test_cases for level in levels):
         queried = {v.name: v for v in compared} | {v.baseline: spec.variant(v.baseline) for v in compared}
         metrics: list[list] = [[namespace, "TimePerOutputToken", "Variant", dimensions["Variant"][name],
-                                "TestCase", dimensions["TestCase"][test_case], {"id": ids[name], "visible": False}]
+                                "TestCase", test_case_value(dimensions["TestCase"][test_case], folder),
+                                {"id": ids[name], "visible": False}]
                                for name in queried]
         metrics += [[{"expression": f"{ids[v.baseline]} / {ids[v.name]}", "id": f"speedup_{ids[v.name]}", "label": v.name}]
                     for v in compared]
         widgets.append({
-            "type": "metric", "x": (case_index % 2) * 12, "y": top + 2 + (case_index // 2) * 6, "width": 12, "height": 6,
-            "properties": {"title": f"{test_case}: TPOT speedup over the baseline (p50)", "metrics": metrics, "view": "bar",
+            "type": "metric", "x": (index % 2) * 12, "y": top + 2 + (index // 2) * 6, "width": 12, "height": 6,
+            "properties": {"title": f"{test_case}{at}: TPOT speedup over the baseline (p50)", "metrics": metrics, "view": "bar",
                            "stat": "p50", "period": 3600, "setPeriodToTimeRange": True, "region": region},
         })
     return widgets
@@ -58,8 +68,7 @@ def dashboard_body(spec: StackSpec, region: str) -> dict:
     }]
     # A sweep publishes each level under its own TestCase value (benchmark/publish.py
     # dimension_values): a widget draws every variant at every level.
-    loads = spec.benchmark.loads
-    levels = [(level_folder(loads, level), f" at {level.kind} {level.value:g}" if len(loads) > 1 else "") for level in loads]
+    levels = level_labels(spec)
     for case_index, test_case in enumerate(spec.benchmark.test_cases):
         for row_index, row in enumerate(DASHBOARD_ROWS):
             for column, (metrics, stat) in enumerate(row):

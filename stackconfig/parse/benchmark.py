@@ -14,7 +14,6 @@ from benchmark.pod import (
     DASHBOARD_WIDGETS_PER_TEST_CASE,
     DEFAULT_SAMPLING_PARAMS,
     METRIC_DIMENSION_STYLES,
-    MIN_INPUT_TOKENS,
     RESERVED_SAMPLING_KEYS,
     SAMPLE_TEST_CASES,
     STUDY_DASHBOARD_WIDGETS,
@@ -63,13 +62,22 @@ def _parse_benchmark(s: _Section, stack: str, serving: ServingSettings, study_vi
     if prompt_bytes > TEST_CASE_PROMPTS_MAX_BYTES:
         s.problem("testCases", f"prompts total {prompt_bytes} bytes; the benchmark's ConfigMap (1 MiB at most) leaves "
                                f"{TEST_CASE_PROMPTS_MAX_BYTES} for them")
+    load_generator, loads = _parse_loads(s, serving.max_num_seqs)
     input_tokens = s.integer("inputTokens", low=1)
-    if input_tokens and input_tokens < MIN_INPUT_TOKENS:  # why: benchmark/pod.py MIN_INPUT_TOKENS
-        s.problem("inputTokens", f"{input_tokens} is below {MIN_INPUT_TOKENS}: LLMPerf's prompt template alone is longer, and it would never start")
+    chosen = GENERATORS[load_generator]
+    if input_tokens and input_tokens < chosen.min_input_tokens:
+        s.problem("inputTokens", f"{input_tokens} is below {chosen.min_input_tokens}: {chosen.min_input_tokens_why}")
     output_tokens = s.integer("outputTokens", low=2)
     if input_tokens and output_tokens and serving.max_model_len and input_tokens + output_tokens > serving.max_model_len:
         s.problem("outputTokens", f"inputTokens + outputTokens = {input_tokens + output_tokens} exceeds serving.maxModelLen {serving.max_model_len}")
-    load_generator, loads = _parse_loads(s, serving.max_num_seqs, study_view)
+    if test_cases and len(test_cases) <= most and len(loads) > 1 and per_case:
+        # A study's view draws each test case at each level (components/pairing/dashboard.py study_widgets).
+        widgets = 1 + header + len(test_cases) * (DASHBOARD_WIDGETS_PER_TEST_CASE + per_case * len(loads))
+        if widgets > DASHBOARD_MAX_WIDGETS:
+            fit = (DASHBOARD_MAX_WIDGETS - 1 - header - len(test_cases) * DASHBOARD_WIDGETS_PER_TEST_CASE) // (len(test_cases) * per_case)
+            s.problem(loads[0].kind, f"{len(loads)} levels beside a study need {widgets} dashboard widgets (the study's view has "
+                                     f"one per test case and level); CloudWatch allows {DASHBOARD_MAX_WIDGETS}: give at most "
+                                     f"{fit} levels, or fewer test cases")
     namespace = s.string("metricsNamespace", f"LLMPerf/{stack_slug(stack)}", pattern=re.compile(r"^(?!AWS/)[A-Za-z0-9._/#:-]{1,255}$"), hint="a CloudWatch namespace: 1 to 255 letters, digits and . _ / # : -, not starting with AWS/")
     return BenchmarkSettings(
         input_tokens=input_tokens or 0,
@@ -113,7 +121,7 @@ def _levels(s: _Section, kind: str) -> tuple[Level, ...] | None:
     return tuple(Level(kind, v) for v in values)
 
 
-def _parse_loads(s: _Section, max_num_seqs: int | None, study: bool) -> tuple[str, tuple[Level, ...]]:
+def _parse_loads(s: _Section, max_num_seqs: int | None) -> tuple[str, tuple[Level, ...]]:
     """The generator's name and the load levels; the defaults where a problem was recorded."""
     name = s.raw.get("loadGenerator")
     if name is None:
@@ -137,9 +145,6 @@ def _parse_loads(s: _Section, max_num_seqs: int | None, study: bool) -> tuple[st
         s.problem(kind, f"{GENERATORS[name].title} cannot hold a {kind}" + (f"; loadGenerator {able} can" if able else ""))
     if kind == "concurrency" and max_num_seqs and levels[-1].value > max_num_seqs:
         s.problem(kind, f"{levels[-1].value} exceeds serving.maxNumSeqs {max_num_seqs}; extra requests would queue and skew latency")
-    if study and len(levels) > 1:
-        s.problem(kind, f"{len(levels)} levels beside a study: a study measures each configuration against its baseline "
-                        "at one load level (benchmark/tuner.py); give one")
     return name, levels
 
 
