@@ -90,8 +90,9 @@ def test_the_distributed_stack_rehearses_its_three_variants_beside_seed_002(tmp_
     assert {"distributed/target's compiled set committed once and in place",
             "distributed/draft's compiled set committed once and in place"} <= set(run["checks"])
     report = json.loads((run["out"] / "report.json").read_text())
-    assert report["label"] == LABEL and [v["name"] for v in report["variants"]] == ["base", "fused", "distributed"]
-    assert report.get("seedComparison")
+    (measured,) = report["runs"].values()
+    assert report["label"] == LABEL and [v["name"] for v in measured["variants"]] == ["base", "fused", "distributed"]
+    assert measured["seedComparison"] and {c["variant"] for c in measured["cases"]} == {"base", "fused", "distributed"}
     if faults:
         assert any(name.startswith("fault target-restart") for name in run["checks"])
         assert 'distributed_requests_total{outcome="failed"}' in (run["out"] / "draft-metrics.txt").read_text()
