@@ -35,15 +35,26 @@ from typing import Any
 from benchmark import pod as benchmark_pod
 from benchmark.loadgen import GENERATORS, inference_perf
 from benchmark.podsetup import SetupError, read_manifest, verify_tree
+from distributed import pod as distributed_pod
 from modelstore.layout import FILES_DIR
 from reporting import report as run_report
 from reporting import tuning_report
 from stackconfig import ConfigError, StackSpec
+from stackconfig.engines.distributed import NAME as DISTRIBUTED
 from stackconfig.source import FILES, PROJECT, PROJECT_DIR, load_stack, stack_names
 from stackconfig.store import UNPINNED_REVISION
 
 from . import outcomes, venv
-from .faults import EVICTING_LIMIT, FAULTS, HEALTH_POLL_SLOW_S, STUDY_FAULTS, UPLOAD_HOLD_S, FaultError, parse_faults
+from .faults import (
+    DISTRIBUTED_FAULTS,
+    EVICTING_LIMIT,
+    FAULTS,
+    HEALTH_POLL_SLOW_S,
+    STUDY_FAULTS,
+    UPLOAD_HOLD_S,
+    FaultError,
+    parse_faults,
+)
 from .hub import LocalHub, Repository
 from .kube import Cluster, Workload, read_plan
 from .kubeapi import KubernetesApi, serving_certificate
@@ -53,6 +64,13 @@ from .store import CREDENTIALS, BucketWatch, FaultyS3, HealthWatch, StoreView, a
 
 LABEL = "rehearsal: synthetic models on CPU; not Trainium figures"
 DEFAULT_SHAPE = {"requestsPerTestCase": 4, "inputTokens": 64, "outputTokens": 64, "concurrency": 1}
+SHORT_CONTEXT = 256
+"""A stack whose sequences are shorter (seed 002's 128 tokens) is rehearsed with the shortest prompt
+its load generator makes (LoadGenerator.min_input_tokens; LLMPerf's 40, benchmark/loadgen/llmperf.py
+MIN_INPUT_TOKENS): the stand-in tokenizer counts LLMPerf's 40-token
+sonnet prompt as about 52 tokens with the chat template, its 64-token one as about 72 (measured), and
+72 + 64 output tokens overflow 128 (vLLM answers 400). A test case of its own text tokenizes worse
+(counting's digits: 97 tokens), and its replies end at the 128-token limit (the report's out tokens)."""
 DEFAULT_TEST_CASES = 2
 """The stack's first test cases; with the shape above one pairing takes a few minutes on 2 cores."""
 DEFAULT_STUDY_TEST_CASES, DEFAULT_CONFIGURATIONS, DEFAULT_REPEATS = 1, 2, 1
@@ -65,6 +83,7 @@ STANDIN_LLMPERF = Path(__file__).resolve().parent / "standin_llmperf"
 INFERENCE_PERF_VENV = PROJECT_DIR / ".venv-inference-perf"
 """inference-perf installed from its lock with Python 3.12 (`make .venv-inference-perf/.installed`)."""
 PODSETUP_LINE = "python -m benchmark.podsetup "
+DRAFT_METRICS = "draft-metrics.txt"
 RESTARTS_TO_FAIL = 2
 """As the tuner counts a failed server (benchmark/tuner.py RESTARTS_TO_FAIL)."""
 
@@ -79,7 +98,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--stack", required=True)
     parser.add_argument("--faults", default="", help=f"comma-separated: {', '.join(FAULTS)}")
     parser.add_argument("--requests", type=int, default=DEFAULT_SHAPE["requestsPerTestCase"], help="requests per test case")
-    parser.add_argument("--input-tokens", type=int, default=DEFAULT_SHAPE["inputTokens"])
+    parser.add_argument("--input-tokens", type=int, help=f"default {DEFAULT_SHAPE['inputTokens']}; for a stack whose maxModelLen "
+                                                        f"is below {SHORT_CONTEXT}, the load generator's shortest prompt")
     parser.add_argument("--output-tokens", type=int, default=DEFAULT_SHAPE["outputTokens"])
     parser.add_argument("--load-generator", help=f"the benchmark's load generator instead of the stack's: {', '.join(GENERATORS)}")
     parser.add_argument("--concurrency", help="one concurrency, or several ascending, comma-separated: a load sweep, the "
@@ -108,10 +128,6 @@ def stand_in_problems(spec: StackSpec) -> list[str]:
         if variant.is_speculative and variant.speculation_method not in (None, "draft_model"):
             problems.append(f"variant {variant.name} speculates with {variant.speculation_method}: the rehearsal builds draft "
                             "models only")
-        if len(variant.servers) > 1:
-            problems.append(f"variant {variant.name} runs {len(variant.servers)} servers ({variant.engine}): the rehearsal stands in "
-                            "for vLLM servers only (distributed/'s servers on CPU: tests/test_distributed_servers.py, "
-                            "docs/distributed.md)")
     for model in spec.prepared_models:
         if model.form != "hub":
             problems.append(f"{model.model} is prepared as {model.form}: the rehearsal's stand-in models are BF16 hub checkpoints")
@@ -153,6 +169,9 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
         raise BadInput(f"stack {args.stack} is a platform: it runs no workload to rehearse")
     if not spec.study and set(faults) & set(STUDY_FAULTS):
         raise BadInput(f"faults {', '.join(f for f in faults if f in STUDY_FAULTS)} act on a study's tuner; {args.stack} is a pairing")
+    if set(faults) & set(DISTRIBUTED_FAULTS) and not any(v.engine == DISTRIBUTED for v in spec.variants):
+        raise BadInput(f"faults {', '.join(f for f in faults if f in DISTRIBUTED_FAULTS)} act on a {DISTRIBUTED} variant's servers; "
+                       f"{args.stack} has none")
     problems = stand_in_problems(spec)
     if problems:
         raise BadInput(f"the rehearsal cannot stand in for stack {args.stack}: " + "; ".join(problems))
@@ -162,6 +181,8 @@ def checked_spec(args: argparse.Namespace) -> tuple[StackSpec, tuple[str, ...]]:
     if unknown:
         raise BadInput(f"unknown test case(s) {', '.join(unknown)}; the stack's: {', '.join(spec.benchmark.test_cases)}")
     chosen = GENERATORS[spec.benchmark.load_generator]
+    if args.input_tokens is None:
+        args.input_tokens = chosen.min_input_tokens if spec.serving.max_model_len < SHORT_CONTEXT else DEFAULT_SHAPE["inputTokens"]
     if min(args.requests, args.output_tokens) < 1 or args.input_tokens < chosen.min_input_tokens:
         raise BadInput(f"--requests and --output-tokens must be at least 1 and --input-tokens at least "
                        f"{chosen.min_input_tokens} ({chosen.min_input_tokens_why})")
@@ -216,6 +237,8 @@ class Rehearsal:
         self.pollers: list[Any] = []
         self.notes: list[str] = []
         self.sd = next(v for v in spec.variants if v.is_speculative and (not args.tuned or v.name in args.tuned))
+        self.distributed = next((v for v in spec.variants if v.engine == DISTRIBUTED and (not args.tuned or v.name in args.tuned)), None)
+        """The variant whose draft calls a target server (stackconfig/engines/distributed.py), if any."""
         self.terminated_job = False
         self.crashed = False
         self.killed: set[str] = set()
@@ -340,7 +363,8 @@ class Rehearsal:
         python = venv.ensure(args.venv, say=self.say)
         models = self.models_dir = self.models(python)
         source, self.llmperf_note = self.llmperf_source()
-        wheels = self.wheelhouse([PROJECT_DIR / "modelstore" / "requirements.lock", benchmark_pod.PACKAGE_DIR / benchmark_pod.POD_LOCK])
+        wheels = self.wheelhouse([PROJECT_DIR / "modelstore" / "requirements.lock", benchmark_pod.PACKAGE_DIR / benchmark_pod.POD_LOCK,
+                                  *([distributed_pod.PACKAGE_DIR / distributed_pod.LOCK] if self.distributed else [])])
         buckets = sorted({v.bucket for v in cluster.claims.values()} | {e["value"] for w in cluster.workloads for c in w.pod["containers"]
                           + w.pod.get("initContainers", []) for e in c.get("env", []) if e["name"] in ("BUCKET", "RESULTS_BUCKET")})
         s3 = client("s3", moto, spec.region)
@@ -374,21 +398,20 @@ class Rehearsal:
         base = getattr(sys, "_base_executable", sys.executable)
         # The pods' images: a Python with the standard library only (-S: no site-packages), their
         # lock installed by pip into their own volume from the wheels fetched above, and the
-        # rehearsal's engine as `vllm`.
+        # rehearsal's engine as `vllm` and as the distributed servers' `python3 -m distributed.<server>`
+        # (the Neuron image's Python, which brings torch and transformers: the rehearsal virtualenv's).
+        engine = PROJECT_DIR / "rehearse" / "engine.py"
         shim(bin_dir / "python", f'exec "{base}" -S "$@"')
-        shim(bin_dir / "python3", f'exec "{base}" -S "$@"')
+        shim(bin_dir / "python3", f'case "$1 $2" in "-m distributed."*) exec "{python}" "{engine}" "$@";; esac\n'
+                                  f'exec "{base}" -S "$@"')
         shim(bin_dir / "pip", f'exec "{sys.executable}" -m pip "$@" --no-index --find-links "{wheels}"')
-        shim(bin_dir / "vllm", f'exec "{python}" "{PROJECT_DIR / "rehearse" / "engine.py"}" "$@"')
-        ports = {w.name: free_port() for w in cluster.workloads if w.kind == "Deployment"}
-        health = HealthWatch(ports, self.timeline)
+        shim(bin_dir / "vllm", f'exec "{python}" "{engine}" "$@"')
+        ports = {w.name: {p["containerPort"]: free_port() for c in w.pod["containers"] for p in c.get("ports", [])}
+                 for w in cluster.workloads if w.kind == "Deployment"}
+        health = HealthWatch({name: http_port(local) for name, local in ports.items()}, self.timeline)
         health.start()
         self.pollers.append(health)
-        services = {}
-        for name, service in cluster.services.items():
-            target = next(w for w in cluster.workloads if w.kind == "Deployment" and w.pod_labels == service["spec"]["selector"])
-            for port in service["spec"]["ports"]:
-                services[f"http://{name}.{service['metadata']['namespace']}.svc.cluster.local:{port['port']}"] = \
-                    f"http://127.0.0.1:{ports[target.name]}"
+        services = service_addresses(cluster, ports)
         with hub:
             node = Node(bin_dir=bin_dir, services=services, store_views={c: v.folder for c, v in views.items()},
                         environment={**CREDENTIALS, "AWS_ENDPOINT_URL": endpoint, "AWS_REGION": spec.region,
@@ -480,7 +503,40 @@ class Rehearsal:
         for benchmark in benchmarks:
             if benchmark.threads:
                 benchmark.threads[-1].join(timeout=120)
+        if self.distributed is not None:
+            self.scrape_draft_metrics()
         return 0
+
+    def distributed_server(self, server: str) -> Controller:
+        """The controller of the distributed variant's target or draft (its pods' sd-trn2/server label)."""
+        return next(c for c in self.controllers.values() if c.workload.pod_labels.get("sd-trn2/variant") == self.distributed.name
+                    and c.workload.pod_labels.get("sd-trn2/server") == server)
+
+    def inject_distributed(self) -> None:
+        """target-restart: the target's server killed while the draft has a request running."""
+        if "target-restart" not in self.faults or "target-restart" in self.killed:
+            return
+        draft, target = self.distributed_server("draft"), self.distributed_server("target")
+        pods = target.live()
+        server = pods[0].containers[0] if pods else None
+        if server is None or server.process is None or server.process.poll() is not None \
+                or not requests_running(http_port(self.ports[draft.workload.name])):
+            return
+        self.killed.add("target-restart")
+        self.timeline.event("fault", "target-restart", f"SIGKILL to {pods[0].name}/{server.name} (pid {server.process.pid}) "
+                                                       f"while {draft.workload.name} has a request running")
+        os.killpg(server.process.pid, signal.SIGKILL)
+
+    def scrape_draft_metrics(self) -> None:
+        """The distributed draft's counters once the benchmark has ended (its requests by outcome),
+        kept in draft-metrics.txt: the pod's own record of what it failed."""
+        port = http_port(self.ports[self.distributed_server("draft").workload.name])
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                self.draft_metrics = response.read().decode()
+        except OSError as error:
+            self.draft_metrics = f"# the draft did not answer /metrics: {error}\n"
+        (self.out / DRAFT_METRICS).write_text(self.draft_metrics)
 
     def sd_pod(self) -> LocalPod | None:
         live = self.controllers[f"vllm-{self.sd.name}"].live()
@@ -502,7 +558,7 @@ class Rehearsal:
                 self.kill("prep-killed-mid-upload", live[0], "with an upload in flight")
         tuner, sd = self.controllers[self.benchmark].live(), self.sd_pod()
         if "tuner-killed" in self.faults and "tuner-killed" not in self.killed and tuner and sd is not None \
-                and any(k.endswith("/case.json") for k in self.watch.seen) and requests_running(self.ports[f"vllm-{self.sd.name}"]):
+                and any(k.endswith("/case.json") for k in self.watch.seen) and requests_running(http_port(self.ports[f"vllm-{self.sd.name}"])):
             self.kill("tuner-killed", tuner[0], f"while {self.sd.name} has requests running")
         if "two-tuners" in self.faults and self.second_tuner is None and self.kubernetes_history:
             self.second_tuner = Controller(self.controllers[self.benchmark].workload, self.make_pod, self.timeline, serial=100)
@@ -513,6 +569,8 @@ class Rehearsal:
     def inject(self) -> None:
         """The faults that act during the run."""
         self.inject_study_and_preparation()
+        if self.distributed is not None:
+            self.inject_distributed()
         pod = self.sd_pod()
         if pod is None:
             return
@@ -595,6 +653,26 @@ class Rehearsal:
         rehearsal = {**self.shape, "faults": list(self.faults), "loadGenerator": self.llmperf_note, "outcomes": checks}
         (self.out / f"{name}.json").write_text(json.dumps({"label": LABEL, "rehearsal": rehearsal, **document}, indent=2,
                                                           sort_keys=True) + "\n")
+
+
+def http_port(ports: dict[int, int]) -> int:
+    """The local port of a server pod's first container port: its HTTP one (/health, /metrics, the
+    API), which the rendered servers list first."""
+    return next(iter(ports.values()))
+
+
+def service_addresses(cluster: Cluster, ports: dict[str, dict[int, int]]) -> dict[str, str]:
+    """Each Service port's cluster DNS address (host:port) -> the local address of its target port
+    on the Deployment the Service selects."""
+    addresses = {}
+    for name, service in cluster.services.items():
+        target = next(w for w in cluster.workloads if w.kind == "Deployment" and w.pod_labels == service["spec"]["selector"])
+        named = {p["name"]: p["containerPort"] for c in target.pod["containers"] for p in c.get("ports", []) if "name" in p}
+        for port in service["spec"]["ports"]:
+            target_port = port.get("targetPort", port["port"])
+            local = ports[target.name][named[target_port] if isinstance(target_port, str) else int(target_port)]
+            addresses[f"{name}.{service['metadata']['namespace']}.svc.cluster.local:{port['port']}"] = f"127.0.0.1:{local}"
+    return addresses
 
 
 def preparation_model(workload: Workload) -> str | None:

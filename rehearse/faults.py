@@ -1,7 +1,8 @@
 """Faults on demand (`FAULTS=a,b`): what each does to the rehearsal and the outcome it must end in.
 
 A fault hits the stack's first speculative (SD) variant (a study's: the first configuration it
-measures), or what it names (every pod, the target's preparation, the study's tuner). The
+measures), or what it names (every pod, the target's preparation, the study's tuner, the target
+server of a distributed variant). The
 rehearsal checks each chosen fault's outcome after the run (rehearse/outcomes.py) and exits 1 when
 one did not happen as documented (docs/rehearsal.md, "Faults").
 """
@@ -68,9 +69,18 @@ FAULTS = {f.name: f for f in (
           "the second waits for the first's lease and scales nothing meanwhile: no case is measured while its server is "
           "scaled down; once the first lets go the second resumes the same study, finds every case recorded and ends; "
           "the study completes with every case once"),
+    Fault("target-restart",
+          "the distributed variant's target server is killed (SIGKILL) while its draft has a request running (the target "
+          "restarted mid-request: its sessions are lost with it)",
+          "the draft fails that request cleanly and counts it (an error in the stream or 503; its log names the request, "
+          "distributed_requests_total{outcome=\"failed\"} counts it) and is never restarted itself; kubelet restarts the "
+          "target, which loads its committed set; the run is recorded incomplete (that case short) and every later case of "
+          "the variant is measured once the draft is healthy again"),
 )}
 STUDY_FAULTS = ("tuner-killed", "two-tuners")
 """Faults of a study's tuner: a pairing stack has none (exit 2)."""
+DISTRIBUTED_FAULTS = ("target-restart",)
+"""Faults of a distributed variant's servers: a stack without one has none (exit 2)."""
 UPLOAD_HOLD_S = 60
 """prep-killed-mid-upload: how long the proxy holds the upload (the kill comes within a second)."""
 

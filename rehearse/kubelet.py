@@ -7,11 +7,12 @@
   prefix (rehearse/store.py), shared and read-only.
 - A container's command, args and env are the rendered ones, with every mount path rewritten to
   its local folder (a process here has no mount namespace of its own), the pod's ports mapped to
-  free local ports (pods here share one loopback), and `$(VAR)` expanded as Kubernetes does. What
-  the node adds (the stand-in commands on PATH, the store's and hub's local addresses) comes from
-  the Node.
-- Native sidecars (init containers with restartPolicy Always) start before the pod's containers and
-  stop after them; a container of a Deployment's pod that exits is restarted with kubelet's
+  free local ports (pods here share one loopback), each Service address (cluster DNS) to the
+  local port of the pod behind it, and `$(VAR)` expanded as Kubernetes does. What the node adds
+  (the stand-in commands on PATH, the store's and hub's local addresses) comes from the Node.
+- Init containers run in their order: a native sidecar (restartPolicy Always) is started, any other
+  runs to completion (a failed one restarted with back-off); sidecars stop after the pod's
+  containers; a container of a Deployment's pod that exits is restarted with kubelet's
   back-off (10 s doubling, at most 300 s); a Job's pod that fails is replaced until the Job's
   backoffLimit; a Deployment's pod that is evicted or deleted is replaced while it has replicas.
 """
@@ -44,6 +45,8 @@ helpers.go, emptyDirMessageFmt)."""
 QUANTITY = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<unit>Ki|Mi|Gi|Ti|k|M|G|T)?$")
 UNITS = {None: 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
 ENV_REFERENCE = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+PORT_FLAG = re.compile(r"^--([a-z]+-)*port$")
+ALL_INTERFACES, LOOPBACK = "0.0.0.0", "127.0.0.1"
 
 
 def quantity_bytes(text: str) -> int:
@@ -86,10 +89,12 @@ def free_port() -> int:
 
 class Localizer:
     """Rewrites a container's strings for this machine: every mount path (the longest first, as a
-    whole path component) to its local folder, and the pod's ports to their local ones."""
+    whole path component) to its local folder, the pod's ports to their local ones, and each
+    Service address (cluster DNS host:port) to its local one."""
 
-    def __init__(self, mounts: dict[str, Path], ports: dict[int, int]):
+    def __init__(self, mounts: dict[str, Path], ports: dict[int, int], services: dict[str, str] | None = None):
         self.mounts, self.ports = {k.rstrip("/") or "/": v for k, v in mounts.items()}, ports
+        self.services = services or {}
         paths = sorted(self.mounts, key=len, reverse=True)
         self.pattern = re.compile(r"(?<![\w.\-/])(" + "|".join(re.escape(p) for p in paths) + r")(?=/|$|[^\w.\-])") \
             if paths else None
@@ -101,6 +106,8 @@ class Localizer:
 
     def __call__(self, text: str) -> str:
         text = self.path(text)
+        for address, local in self.services.items():
+            text = text.replace(address, local)
         for port, local in self.ports.items():
             text = re.sub(rf"\b(127\.0\.0\.1|localhost):{port}\b", rf"127.0.0.1:{local}", text)
         return text
@@ -110,9 +117,18 @@ class Localizer:
         return str(self.ports[int(text)]) if text.isdigit() and int(text) in self.ports else text
 
     def argv(self, argv: list[str]) -> list[str]:
+        """Each argument rewritten; the value of a port flag (--port, --health-port) that is one of
+        the pod's ports becomes its local port; a server's `--host 0.0.0.0` (every interface of the
+        pod's own network namespace) becomes the loopback, the one interface pods share here."""
         out: list[str] = []
         for i, arg in enumerate(argv):
-            out.append(self.port_token(arg) if i and argv[i - 1] == "--port" else self(arg))
+            flag = argv[i - 1] if i else ""
+            if PORT_FLAG.match(flag):
+                out.append(self.port_token(arg))
+            elif flag == "--host" and arg == ALL_INTERFACES:
+                out.append(LOOPBACK)
+            else:
+                out.append(self(arg))
         return out
 
 
@@ -125,7 +141,7 @@ class Node:
     environment: dict[str, str]
     """Added to every container's environment (the AWS endpoint and test credentials, HF_ENDPOINT)."""
     services: dict[str, str] = field(default_factory=dict)
-    """Cluster DNS -> local address: "http://vllm-base.<ns>.svc.cluster.local:8000" -> "http://127.0.0.1:P"."""
+    """A Service's cluster DNS address -> its local one: "vllm-base.<ns>.svc.cluster.local:8000" -> "127.0.0.1:P"."""
     store_views: dict[str, Path] = field(default_factory=dict)
     """A claim's name -> its store view's folder."""
     container_environment: Callable[[str, str], dict[str, str]] = lambda pod, container: {}
@@ -192,19 +208,23 @@ class LocalPod:
     """One pod of a workload, in build/rehearse/<stack>/pods/<pod name>/."""
 
     def __init__(self, workload: Workload, name: str, cluster: Cluster, node: Node, root: Path, supervisor: Supervisor,
-                 timeline: Timeline, ports: int | None = None):
-        """`ports`: the local port of the pod's (one) container port, where a Service sends to it;
-        default a free one."""
+                 timeline: Timeline, ports: dict[int, int] | None = None):
+        """`ports`: the local port of each container port, where a Service sends to it; a port not
+        given gets a free one."""
         self.workload, self.name, self.cluster, self.node = workload, name, cluster, node
         self.dir, self.supervisor, self.timeline = root / name, supervisor, timeline
         self.phase, self.reason, self.message = "Pending", "", ""
         self.labels = {**workload.pod_labels, **({"batch.kubernetes.io/job-name": workload.name} if workload.kind == "Job" else {})}
         spec = workload.pod
-        self.sidecars = [Container(c, True) for c in spec.get("initContainers", []) if c.get("restartPolicy") == "Always"]
+        self.init_containers = [Container(c, c.get("restartPolicy") == "Always") for c in spec.get("initContainers", [])]
+        """In their order: a native sidecar is started and the next one follows; any other runs to
+        completion first (Kubernetes docs, "Init Containers" and "Sidecar Containers")."""
+        self.sidecars = [c for c in self.init_containers if c.sidecar]
         self.containers = [Container(c, False) for c in spec.get("containers", [])]
         self.restart_always = spec.get("restartPolicy", "Always") == "Always"
         self.grace_s = float(spec.get("terminationGracePeriodSeconds", 30))
-        self.ports = {p["containerPort"]: ports or free_port() for c in self.containers for p in c.spec.get("ports", [])}
+        self.ports = {p["containerPort"]: (ports or {}).get(p["containerPort"]) or free_port()
+                      for c in self.containers for p in c.spec.get("ports", [])}
         self.empty_dirs: dict[str, tuple[Path, int | None]] = {}
         self.volumes = self._volumes()
         self.stopping = threading.Event()
@@ -273,7 +293,7 @@ class LocalPod:
 
     def localizer(self, container: Container) -> Localizer:
         mounts = {m["mountPath"]: self.volumes[m["name"]] for m in container.spec.get("volumeMounts", [])}
-        return Localizer(mounts, self.ports)
+        return Localizer(mounts, self.ports, self.node.services)
 
     def environment(self, container: Container, localize: Localizer) -> dict[str, str]:
         env: dict[str, str] = {}
@@ -318,9 +338,12 @@ class LocalPod:
         or (Deployment) deleted; then stop the sidecars."""
         self.phase = "Running"
         self.timeline.event("pod-start", self.name, f"{self.workload.kind} {self.workload.name}")
-        for sidecar in self.sidecars:
-            self.start_container(sidecar)
-        for container in self.containers:
+        for init in self.init_containers:
+            if init.sidecar:
+                self.start_container(init)
+            elif not self.run_to_completion(init):
+                break
+        for container in self.containers if not self.stopping.is_set() else []:
             self.start_container(container)
         restart_at: dict[str, float] = {}
         while not self.stopping.is_set():
@@ -354,6 +377,31 @@ class LocalPod:
         self.remove_empty_dirs()
         self.timeline.event("pod-stop", self.name, f"phase {self.phase}{' (' + self.reason + ')' if self.reason else ''}"
                             f"{': ' + self.message if self.message else ''}")
+
+    def run_to_completion(self, init: Container) -> bool:
+        """An init container that is not a sidecar, run until it exits 0 (kubelet restarts a failed
+        one with its back-off while the pod lives); False if the pod was stopped meanwhile."""
+        while not self.stopping.is_set():
+            self.start_container(init)
+            while init.process.poll() is None and not self.stopping.wait(0.2):
+                pass
+            if self.stopping.is_set():
+                return False
+            code = init.process.returncode
+            self.supervisor.forget(init.process)
+            init.exit_codes.append(code)
+            self.timeline.event("container-exit", f"{self.name}/{init.name}", f"exit code {code}")
+            if code == 0:
+                init.process = None
+                return True
+            if not self.restart_always:
+                self.phase, self.reason = "Failed", "Init:Error"
+                self.stopping.set()
+                return False
+            if self.stopping.wait(min(BACKOFF_MAX_S, BACKOFF_INITIAL_S * 2 ** init.restarts)):
+                return False
+            init.restarts += 1
+        return False
 
     def as_pod(self) -> dict[str, Any]:
         """The pod as the API lists it (Pod schema field names): a deleted pod whose containers
@@ -402,8 +450,10 @@ class LocalPod:
         self.stopping.set()
 
     def stop_processes(self) -> None:
-        """The pod's containers get SIGTERM and its grace period; then its sidecars, last started first."""
-        for container in self.containers + list(reversed(self.sidecars)):
+        """The pod's containers (and an init container still running) get SIGTERM and its grace
+        period; then its sidecars, last started first."""
+        running_init = [c for c in self.init_containers if not c.sidecar]
+        for container in self.containers + running_init + list(reversed(self.sidecars)):
             if container.process is not None and container.process.poll() is None:
                 code = self.supervisor.stop(container.process, self.grace_s)
                 self.timeline.event("container-stop", f"{self.name}/{container.name}", f"exit code {code}")

@@ -1,5 +1,6 @@
 r"""The rehearsal's stand-in models: a tiny Llama-architecture target and a draft, randomly
-initialised, sharing one byte-level BPE tokenizer trained here on local text. No hub is reached.
+initialised, sharing one byte-level BPE tokenizer trained here on local text (the sonnet LLMPerf
+samples its prompts from, and LLMPerf's prompt template). No hub is reached.
 
     .venv-rehearse/bin/python -m rehearse.models --out DIR
 
@@ -16,16 +17,21 @@ Deterministic: a fixed seed.
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import re
 import sys
 from pathlib import Path
 
-TEXT = Path(__file__).resolve().parent / "standin_llmperf" / "src" / "llmperf" / "sonnet.txt"
+STANDIN_LLMPERF = Path(__file__).resolve().parent / "standin_llmperf"
+TEXT = STANDIN_LLMPERF / "src" / "llmperf" / "sonnet.txt"
 VOCAB_SIZE = 2048
 SPECIAL_TOKENS = ("<s>", "</s>", "<pad>")
 CHAT_TEMPLATE = ("{% for message in messages %}{{ message['role'] }}: {{ message['content'] }}\n{% endfor %}"
                  "{% if add_generation_prompt %}assistant: {% endif %}")
 """vLLM's chat endpoint (what LLMPerf calls) needs a template; a plain one will do."""
+CHAT_ROLES = "system: user: assistant: "
+"""The role names CHAT_TEMPLATE writes into every prompt, trained on with the text."""
 MAX_POSITIONS = 16384
 """Above every stack's maxModelLen (vLLM refuses a max-model-len beyond the model's positions)."""
 TARGET = {"hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 4,
@@ -34,6 +40,15 @@ DRAFT_LAYERS = 2
 LATE_LAYER_SCALE = 0.1
 """The target's layers beyond the draft's write this share of their random output (o_proj, down_proj)."""
 SEED = 26
+
+
+def prompt_template() -> str:
+    """LLMPerf's prompt template as its stand-in restates it (PROMPT_TEMPLATE), with a number in
+    place of {n}. Trained on too, it costs about as many tokens as LLMPerf counts for it: without
+    it a 40-token prompt was 109 tokens with the chat template (measured), more than seed 002's
+    128-token sequences leave beside 64 output tokens; with it and CHAT_ROLES, about 52."""
+    found = re.search(r"^PROMPT_TEMPLATE = (.+)$", (STANDIN_LLMPERF / "token_benchmark_ray.py").read_text(), re.MULTILINE)
+    return ast.literal_eval(found[1]).format(n=64)
 
 
 def train_tokenizer(out: Path) -> None:
@@ -45,7 +60,7 @@ def train_tokenizer(out: Path) -> None:
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train([str(TEXT)], trainer)
+    tokenizer.train_from_iterator([TEXT.read_text(), prompt_template(), CHAT_ROLES], trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(str(out))

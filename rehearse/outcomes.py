@@ -11,6 +11,7 @@ from typing import Any
 
 from benchmark.results import RUN_FILE, STUDY_FILE
 from modelstore.layout import COMMIT_FILE, COMPLETE_FILE, FILES_DIR, MANIFEST_FILE, STAGING_ROOT, WEIGHTS_MARKER
+from stackconfig.engines.distributed import SIGNATURES
 
 from .faults import EVICTING_LIMIT, PUBLISHER_POLL_S
 from .kubelet import EMPTYDIR_EVICTION
@@ -43,30 +44,31 @@ def check(rehearsal: Any) -> list[dict[str, Any]]:
     tuned = rehearsal.shape.get("configurations")
     served = [v for v in spec.variants if tuned is None or v.name in tuned or any(v.name == spec.variant(t).baseline for t in tuned)]
     for variant in served:
-        artifact = variant.artifact_path
-        commits = writes.get(f"{artifact}/{COMMIT_FILE}", 0)
-        staged = sorted(p.parent.name for p in (bucket / STAGING_ROOT / artifact).glob("*/manifest.json"))
-        complete = (bucket / artifact / COMPLETE_FILE).exists()
-        if "compile-fails" in faults and variant.name == rehearsal.sd.name:
-            checks.append(_check(f"nothing published for {variant.name} (compile-fails)", commits == 0 and not staged and not complete,
-                                 f"commit.json written {commits} time(s), staging sets {staged}, complete.json {complete}"))
-            continue
-        detail = f"commit.json written {commits} time(s), complete.json {'present' if complete else 'missing'}, staging sets {staged}"
-        if "compile-fails" in faults:  # the run ends when SD has failed, maybe before this server was ever healthy
-            checks.append(_check(f"{variant.name}'s compiled set committed at most once", commits <= 1, detail))
-        else:
-            checks.append(_check(f"{variant.name}'s compiled set committed once and in place", commits == 1 and complete and len(staged) == 1,
-                                 detail))
-        if commits:
-            committed_at[variant.name] = rehearsal.s3.head_object(Bucket=rehearsal.bucket, Key=f"{artifact}/{COMMIT_FILE}")[
-                "LastModified"].timestamp()
+        for server in variant.servers:  # each pod of a variant publishes its own set (a distributed target's, its draft's)
+            artifact, name = variant.server_artifact_path(server), variant.name + (f"/{server.part}" if server.part else "")
+            commits = writes.get(f"{artifact}/{COMMIT_FILE}", 0)
+            staged = sorted(p.parent.name for p in (bucket / STAGING_ROOT / artifact).glob("*/manifest.json"))
+            complete = (bucket / artifact / COMPLETE_FILE).exists()
+            if "compile-fails" in faults and variant.name == rehearsal.sd.name:
+                checks.append(_check(f"nothing published for {name} (compile-fails)", commits == 0 and not staged and not complete,
+                                     f"commit.json written {commits} time(s), staging sets {staged}, complete.json {complete}"))
+                continue
+            detail = f"commit.json written {commits} time(s), complete.json {'present' if complete else 'missing'}, staging sets {staged}"
+            if "compile-fails" in faults:  # the run ends when SD has failed, maybe before this server was ever healthy
+                checks.append(_check(f"{name}'s compiled set committed at most once", commits <= 1, detail))
+            else:
+                checks.append(_check(f"{name}'s compiled set committed once and in place", commits == 1 and complete and len(staged) == 1,
+                                     detail))
+            if commits:  # a variant is measured once every one of its sets is committed
+                committed_at[variant.name] = max(committed_at.get(variant.name, 0.0), rehearsal.s3.head_object(
+                    Bucket=rehearsal.bucket, Key=f"{artifact}/{COMMIT_FILE}")["LastModified"].timestamp())
     run = latest_run(bucket, spec.results_prefix, STUDY_FILE if spec.study else RUN_FILE)
     cases = _cases(bucket, spec.results_prefix)
     early = [f"{c['variant']}/{c['testCase']}" for c in cases if c["startedAt"] < committed_at.get(c["variant"], float("inf"))]
     checks.append(_check("no variant measured before its compiled set was committed", not early,
                          f"{len(cases)} case(s) measured; before the commit: {early or 'none'}"))
     status = run.get("status") if run else None
-    expected = "failed" if "compile-fails" in faults else "incomplete" if "server-crash" in faults else "complete"
+    expected = "failed" if "compile-fails" in faults else "incomplete" if {"server-crash", "target-restart"} & set(faults) else "complete"
     checks.append(_check(f"{'study' if spec.study else 'benchmark run'} {expected}", status == expected,
                          f"{STUDY_FILE if spec.study else RUN_FILE} status {status}"
                          f"{': ' + str(run.get('reason')) if run and run.get('reason') else ''}"))
@@ -131,9 +133,41 @@ def fault_check(rehearsal: Any, fault: str, cases: list[dict[str, Any]]) -> dict
         return preparation_killed(rehearsal)
     if fault == "tuner-killed":
         return tuner_killed(rehearsal)
+    if fault == "target-restart":
+        return target_restarted(rehearsal, cases)
     if fault == "two-tuners":
         return two_tuners(rehearsal, cases)
     raise ValueError(fault)
+
+
+def server_log(rehearsal: Any, controller: Any) -> str:
+    """Every log of the server container of a controller's pods."""
+    logs = [rehearsal.out / "pods" / p.name / "logs" / f"{p.containers[0].name}.log" for p in controller.pods]
+    return "".join(log.read_text(errors="replace") for log in logs if log.exists())
+
+
+def target_restarted(rehearsal: Any, cases: list[dict[str, Any]]) -> dict[str, Any]:
+    """The distributed target killed mid-request: the draft failed that request in its own words
+    (stackconfig/engines/distributed.py SIGNATURES) and counted it, kept running; the target came
+    back; the case is short and every case of the variant was measured."""
+    variant = rehearsal.distributed.name
+    draft, target = rehearsal.distributed_server("draft"), rehearsal.distributed_server("target")
+    restarts = [e for e in rehearsal.timeline.of("container-start") if e["subject"].startswith(f"{target.workload.name}-")
+                and e["subject"].endswith(f"/{target.pods[0].containers[0].name}") and e["restarts"] > 0] if target.pods else []
+    draft_exits = [e for e in rehearsal.timeline.of("container-exit") if e["subject"].startswith(f"{draft.workload.name}-")
+                   and e["subject"].endswith(f"/{draft.pods[0].containers[0].name}")] if draft.pods else []
+    logged = [line for line in server_log(rehearsal, draft).splitlines() if SIGNATURES["request-failed"].matches(line)]
+    counted = sum(float(line.rsplit(" ", 1)[1]) for line in getattr(rehearsal, "draft_metrics", "").splitlines()
+                  if line.startswith('distributed_requests_total{outcome="failed"}'))
+    measured = [c for c in cases if c["variant"] == variant]
+    short = [c["testCase"] for c in measured if _failed(rehearsal, c)]
+    ok = "target-restart" in rehearsal.killed and bool(restarts) and not draft_exits and bool(logged) and counted >= 1 \
+        and bool(short) and len(measured) == len(rehearsal.shape["testCases"])
+    return _check("fault target-restart: the draft failed the request cleanly and counted it, the target came back", ok,
+                  f"killed: {'target-restart' in rehearsal.killed}; target restarts {len(restarts)}; draft exits {len(draft_exits)}; "
+                  f"the draft logged {len(logged)} failed request(s) ({logged[0].split(': ', 1)[-1][:160] if logged else 'none'}) "
+                  f"and counted {counted:g}; {variant} cases with failed requests: {short or 'none'}; {len(measured)} {variant} "
+                  "case(s) measured")
 
 
 def preparation_killed(rehearsal: Any) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from botocore.config import Config
 from moto.server import ThreadedMotoServer
 
 from benchmark import telemetry, tuner
+from benchmark.loadgen.llmperf import MIN_INPUT_TOKENS
 from benchmark.pod import RUN_CONFIG
 from benchmark.results import run_levels
 from modelstore.hub import Hub
@@ -34,11 +35,14 @@ from rehearse.cli import (
     DEFAULT_SHAPE,
     PODSETUP_LINE,
     ROOT_CA_CONFIG_MAP,
+    SHORT_CONTEXT,
     Rehearsal,
     benchmark_overrides,
     checked_spec,
+    http_port,
     parse_args,
     plan,
+    service_addresses,
     stand_in_problems,
 )
 from rehearse.faults import FAULTS, PUBLISHER_POLL_S, FaultError, parse_faults
@@ -49,6 +53,7 @@ from rehearse.kubelet import EMPTYDIR_EVICTION, ControlledWorkloads, Controller,
 from rehearse.processes import Supervisor, Timeline
 from rehearse.store import FaultyS3, StoreView
 from rehearse.venv import STAMP, stamp_of
+from stackconfig.engines.distributed import SIGNATURES, TARGET_PORT
 from stackconfig.source import PROJECT_DIR, load_stack
 from tools.__main__ import main as tools_main
 
@@ -82,7 +87,6 @@ def test_an_unknown_fault_exits_2_naming_the_faults(run_cli):
 @pytest.mark.parametrize("stack, reason", [
     ("llama3.1-8b-instruct-eagle3", "speculates with eagle3: the rehearsal builds draft models only"),
     ("llama3.1-405b-llama3.2-1b", "is prepared as neuron-fp8"),
-    ("llama3.1-8b-distributed", "variant distributed runs 2 servers (distributed): the rehearsal stands in for vLLM servers only"),
 ])
 def test_a_stack_it_cannot_stand_in_for_is_refused_with_the_reason(stack, reason, run_cli):
     assert any(reason in p for p in stand_in_problems(load_stack(stack).spec()))
@@ -95,13 +99,25 @@ def test_a_platform_stack_has_nothing_to_rehearse(run_cli):
     assert result.returncode == 2 and "platform" in result.stderr
 
 
-def test_the_seed_pairing_and_the_qwen3_study_are_ones_it_stands_in_for():
+def test_the_seed_pairing_the_qwen3_study_and_the_distributed_stack_are_ones_it_stands_in_for():
     assert stand_in_problems(load_stack("qwen3-32b-qwen3-1.7b").spec()) == []
     assert stand_in_problems(load_stack("qwen3-32b-study").spec()) == []
+    assert stand_in_problems(load_stack("llama3.1-8b-distributed").spec()) == []
+
+
+def test_the_distributed_stack_is_accepted_with_a_shape_its_128_token_sequences_hold():
+    args = parse_args(["--stack", "llama3.1-8b-distributed", "--faults", "target-restart"])
+    spec, faults = checked_spec(args)
+    assert faults == ("target-restart",) and [v.name for v in spec.variants] == ["base", "fused", "distributed"]
+    assert args.input_tokens == MIN_INPUT_TOKENS and spec.serving.max_model_len < SHORT_CONTEXT
+    args = parse_args(["--stack", "qwen3-32b-qwen3-1.7b"])
+    checked_spec(args)
+    assert args.input_tokens == DEFAULT_SHAPE["inputTokens"]
 
 
 @pytest.mark.parametrize("args, message", [
     (("--stack", "qwen3-32b-qwen3-1.7b", "--faults", "tuner-killed"), "faults tuner-killed act on a study's tuner"),
+    (("--stack", "qwen3-32b-qwen3-1.7b", "--faults", "target-restart"), "faults target-restart act on a distributed variant's servers"),
     (("--stack", "qwen3-32b-qwen3-1.7b", "--repeats", "2"), "--configurations and --repeats shape a tuning study"),
     (("--stack", "qwen3-32b-study", "--configurations", "qwen3-0-6b-k5,nope"), "--configurations: unknown nope"),
     (("--stack", "qwen3-32b-study", "--repeats", "0"), "--repeats must be at least 1"),
@@ -143,7 +159,7 @@ def test_faults_parse_in_order_and_refuse_doubles():
     with pytest.raises(FaultError, match="named twice"):
         parse_faults("s3-5xx,s3-5xx")
     assert {"healthy-before-compile-complete", "server-crash", "s3-5xx", "emptydir-over-limit", "compile-fails",
-            "prep-killed-mid-upload", "tuner-killed", "two-tuners"} == set(FAULTS)
+            "prep-killed-mid-upload", "tuner-killed", "two-tuners", "target-restart"} == set(FAULTS)
     assert all(f.outcome and f.does for f in FAULTS.values())
 
 
@@ -295,6 +311,37 @@ def test_the_rendered_study_gives_the_tuner_what_the_rehearsal_stands_in_for(tmp
     assert not allowed(rules, "apps", "deployments/scale", "patch", "another") and not allowed(rules, "apps", "deployments", "patch", servers[0])
 
 
+def test_the_rendered_distributed_pods_become_cpu_servers_that_reach_each_other_on_the_loopback(tmp_path):
+    """The distributed variant's target and draft pods as the rehearsal starts them: the lock
+    installed by their init container, the rendered server command on the CPU backend, and the
+    draft's --target (the target Service's cluster DNS name, gRPC port) rewritten to the local
+    port the target's gRPC container port listens on; the health port and host local too."""
+    write_plan(recorded("llama3.1-8b-distributed"), tmp_path)
+    rendered = read_plan(tmp_path / "manifests")
+    servers = {w.pod_labels["sd-trn2/server"]: w for w in rendered.workloads if w.pod_labels.get("sd-trn2/variant") == "distributed"}
+    assert sorted(servers) == ["draft", "target"]
+    ports = {w.name: {p["containerPort"]: 20000 + i * 10 + j for j, p in enumerate(w.pod["containers"][0].get("ports", []))}
+             for i, w in enumerate(rendered.workloads) if w.kind == "Deployment"}
+    services = service_addresses(rendered, ports)
+    node = Node(bin_dir=tmp_path / "bin", environment={}, services=services,
+                store_views={claim: tmp_path / "views" / claim for claim in rendered.claims})
+    argv = {}
+    for name, workload in servers.items():
+        pod = LocalPod(workload, f"{workload.name}-1", rendered, node, tmp_path / "pods", Supervisor(), Timeline(tmp_path / "t.jsonl"),
+                       ports=ports[workload.name])
+        (install,) = [c for c in pod.init_containers if not c.sidecar]
+        assert "requirements-pod.lock" in install.spec["command"][-1] and pod.sidecars[0].name == "publisher"
+        server = pod.containers[0]
+        argv[name], _ = engine.translate_distributed(pod.localizer(server).argv(server.spec["args"]))
+        assert argv[name][argv[name].index("--backend") + 1] == "cpu" and "--compiled-dir" not in argv[name]
+        assert argv[name][argv[name].index("--host") + 1] == "127.0.0.1"
+    target_port, grpc = ports[servers["target"].name], TARGET_PORT
+    assert argv["draft"][argv["draft"].index("--target") + 1] == f"127.0.0.1:{target_port[grpc]}"
+    assert argv["target"][argv["target"].index("--port") + 1] == str(target_port[grpc])
+    health = next(p for p in target_port if p != grpc)
+    assert argv["target"][argv["target"].index("--health-port") + 1] == str(target_port[health]) == str(http_port(target_port))
+
+
 # -- pods as processes -----------------------------------------------------------------------------
 def cluster() -> Cluster:
     return Cluster(workloads=[], config_maps={}, secrets={}, services={}, claims={}, grants={})
@@ -343,6 +390,26 @@ def test_a_native_sidecar_starts_before_the_pod_and_stops_after_it(world):
     assert pod.phase == "Succeeded" and controller.condition == "Complete"
     assert (pod.dir / "logs" / "main.log").read_text().splitlines()[-1] == f"1 {pod.name}"
     assert "stopped" in (pod.dir / "logs" / "side.log").read_text()
+
+
+def test_an_init_container_runs_to_completion_before_the_pods_containers_and_is_retried_when_it_fails(world):
+    tmp_path, timeline, _, _ = world
+    marker = tmp_path / "tries"
+    pod = {"containers": [{"name": "main", "command": ["bash", "-c", "echo main"]}], "restartPolicy": "Never",
+           "initContainers": [{"name": "install", "command": ["bash", "-c", f"echo x >> {marker}; sleep 0.3; exit 0"]}],
+           "terminationGracePeriodSeconds": 2}
+    controller = controller_for(world, Workload(kind="Job", name="w", namespace="ns", pod=pod, pod_labels={}))
+    run_until(controller, controller.done.is_set)
+    controller.stop()
+    order = [(e["kind"], e["subject"].split("/")[-1]) for e in timeline.events if e["kind"].startswith("container")]
+    assert order == [("container-start", "install"), ("container-exit", "install"), ("container-start", "main"),
+                     ("container-exit", "main")]
+    failing = {**pod, "initContainers": [{"name": "install", "command": ["bash", "-c", "exit 2"]}]}
+    controller = controller_for(world, Workload(kind="Job", name="f", namespace="ns", pod=failing, pod_labels={}))
+    run_until(controller, controller.done.is_set)
+    controller.stop()
+    assert controller.condition == "Failed" and not any(e["subject"].endswith("/main") for e in timeline.events
+                                                         if e["subject"].startswith("f-"))
 
 
 def test_a_failing_job_pod_is_replaced_up_to_the_backoff_limit(world):
@@ -658,6 +725,34 @@ def test_server_crash_wants_a_restart_and_the_case_recorded_failed(tmp_path):
     record["cases"] = [{**c, "failed": 2, "short": True} if c["variant"] == "sd" else c for c in record["cases"]]
     run.write_text(json.dumps(record))
     assert [c["check"] for c in outcomes.check(rehearsal) if not c["ok"]] == []
+
+
+def test_target_restart_wants_the_draft_to_fail_and_count_the_request_and_the_target_back(tmp_path):
+    spec = load_stack("llama3.1-8b-distributed").spec()
+    out, timeline = tmp_path / "out", Timeline(tmp_path / "timeline.jsonl")
+    servers = {name: SimpleNamespace(workload=SimpleNamespace(name=f"vllm-distributed-{name}"),
+                                     pods=[SimpleNamespace(name=f"vllm-distributed-{name}-1", containers=[SimpleNamespace(name="vllm")])])
+               for name in ("target", "draft")}
+    run = out / "bucket" / spec.results_prefix / "run-1"
+    run.mkdir(parents=True)
+    cases = [{"variant": "distributed", "testCase": "counting"}, {"variant": "distributed", "testCase": "sonnets"}]
+    (run / "run.json").write_text(json.dumps({"status": "incomplete", "cases": [
+        {**cases[0], "failed": 1, "short": True}, {**cases[1], "failed": 0, "short": False}]}))
+    log = out / "pods" / "vllm-distributed-draft-1" / "logs" / "vllm.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("2026-11-28 00:00:00 WARNING distributed.draft_server: " +
+                   SIGNATURES["request-failed"].format(request="cmpl-1", error="target UNAVAILABLE: Socket closed") + "\n")
+    timeline.event("fault", "target-restart", "SIGKILL")
+    timeline.event("container-exit", "vllm-distributed-draft-1/install", "exit code 0")  # its init container, not the server
+    timeline.event("container-start", "vllm-distributed-target-1/vllm", "pid 2", restarts=1)
+    rehearsal = SimpleNamespace(spec=spec, out=out, timeline=timeline, killed={"target-restart"}, shape={"testCases": ["counting", "sonnets"]},
+                                distributed=spec.variant("distributed"), distributed_server=servers.__getitem__,
+                                draft_metrics='distributed_requests_total{outcome="failed"} 1.0\ndistributed_requests_total{outcome="ok"} 7.0\n')
+    assert outcomes.target_restarted(rehearsal, cases)["ok"]
+    assert not outcomes.target_restarted(SimpleNamespace(**{**vars(rehearsal), "draft_metrics": ""}), cases)["ok"]  # not counted
+    assert not outcomes.target_restarted(rehearsal, cases[:1])["ok"]  # a later case not measured
+    timeline.event("container-exit", "vllm-distributed-draft-1/vllm", "exit code 1")
+    assert not outcomes.target_restarted(rehearsal, cases)["ok"]  # the draft went down with its target
 
 
 # -- the Kubernetes API the tuner reaches ------------------------------------------------------------

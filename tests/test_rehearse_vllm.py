@@ -75,3 +75,25 @@ def test_each_tuner_fault_ends_in_its_documented_outcome(tmp_path, fault):
                            shape=("--requests", "2", "--output-tokens", "32"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert any(name.startswith(f"fault {fault}") and c["ok"] for name, c in run["checks"].items())
+
+
+DISTRIBUTED = "llama3.1-8b-distributed"
+
+
+@pytest.mark.parametrize("faults", [(), ("--faults", "target-restart")], ids=["plain", "target-restart"])
+def test_the_distributed_stack_rehearses_its_three_variants_beside_seed_002(tmp_path, faults):
+    """Seed 002's stack: the vLLM baseline and fused variants and the distributed target and draft
+    pods, measured by one benchmark; with target-restart, the draft fails the request it held."""
+    result, run = rehearse(tmp_path, *faults, stack=DISTRIBUTED, shape=("--requests", "2", "--output-tokens", "32"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert all(c["ok"] for c in run["checks"].values()), run["checks"]
+    assert {"distributed/target's compiled set committed once and in place",
+            "distributed/draft's compiled set committed once and in place"} <= set(run["checks"])
+    report = json.loads((run["out"] / "report.json").read_text())
+    (measured,) = report["runs"].values()
+    assert report["label"] == LABEL and [v["name"] for v in measured["variants"]] == ["base", "fused", "distributed"]
+    assert measured["seedComparison"] and all(set(by_variant) == {"base", "fused", "distributed"}
+                                                  for by_variant in measured["cases"].values())
+    if faults:
+        assert any(name.startswith("fault target-restart") for name in run["checks"])
+        assert 'distributed_requests_total{outcome="failed"}' in (run["out"] / "draft-metrics.txt").read_text()

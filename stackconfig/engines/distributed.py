@@ -12,7 +12,7 @@ from typing import Any
 
 from ..versions import ENGINE_IMAGES
 from .base import EngineInfo, Server, Setting, Variant
-from .failure import EngineFailure
+from .failure import FIRST_START, EngineFailure, Signature
 
 NAME = "distributed"
 TARGET_PORT = 50051
@@ -94,11 +94,51 @@ ENVIRONMENT: dict[str, Setting] = {
 }
 
 
+INVALID_SETTINGS = "invalid settings: "
+"""What the servers print before the bad keys when their settings are refused, exiting 2
+(distributed/config.py ConfigError)."""
+SIGNATURES = {
+    "target-unreachable": Signature("the target at {target} did not answer within {seconds} s: {error}",
+                                    "distributed/draft_server.py", "main"),
+    "gamma-above-speculation-length": Signature(
+        "--gamma: {gamma}: the target scores {length} positions per forward (its speculation length), so gamma is at most {most}",
+        "distributed/config.py", "check_pairing"),
+    "tokenizer-mismatch": Signature("--model: the draft's tokenizer (vocabulary sha256 {draft}) differs from the target's "
+                                    "({target}): the same ids would be different tokens", "distributed/config.py", "check_pairing"),
+    "vocabulary-mismatch": Signature("--model: the draft's vocabulary has {draft} entries, the target's {target}",
+                                     "distributed/config.py", "check_pairing"),
+    "context-within-speculation-length": Signature("--max-context: {context}: must exceed --speculation-length",
+                                                   "distributed/config.py", "target_settings"),
+    "request-failed": Signature("request {request} failed: {error}", "distributed/draft_server.py", "_Handler._serve"),
+    "target-failed": Signature("target {code}: {message}", "distributed/target_client.py", "TargetFailed"),
+    "session-lost": Signature("{session} is not held here (the target restarted, or the session was released or evicted); "
+                              "its cached_length {length} is lost", "distributed/cpu.py", "CpuTarget._session"),
+    "lock-not-installed": Signature("FATAL: pip could not install distributed/{lock}", "distributed/pod.py", "install_script"),
+}
+"""What the two servers print when they fail, in their own words: refused settings (exit 2), a
+target the draft cannot reach at start, a request the target failed (logged by the draft, which
+counts it in distributed_requests_total{outcome="failed"} and serves the next), the session a
+restarted target lost, the pod's lock not installed. tests/test_distributed_failures.py makes the
+code print each one and matches it here, so a reworded message fails there; the rehearsal's
+target-restart fault finds "request-failed" in the draft's log (rehearse/outcomes.py)."""
+
+
 def failures(variant: Variant, args: list[str]) -> list[EngineFailure]:
-    """No restated NxD Inference behaviour for this engine yet: distributed/neuron.py's calls are
-    listed with file and line (distributed/data/nxdi-0.6.10598-calls.json), not run through the
-    checks of stackconfig/semantics.py."""
-    return []
+    """What the two servers refuse at start given the rendered arguments (target_arguments,
+    draft_arguments), in their words: distributed/config.py target_settings and check_pairing. Both
+    starts check the same (no saved configuration is read back), so the first start stands for both.
+    The tokenizers are not known here: validation refuses a draft of another tokenizer family
+    (stackconfig/parse/serving.py) and the draft server compares their vocabularies at start."""
+    found = []
+    length, context, gamma = speculation_length(variant), variant.serving.max_model_len, variant.num_speculative_tokens or 0
+    if context <= length:
+        signature = SIGNATURES["context-within-speculation-length"]
+        found.append(EngineFailure(FIRST_START, "max_context_length", INVALID_SETTINGS + signature.format(context=context), signature))
+    if gamma + 1 > length:
+        signature = SIGNATURES["gamma-above-speculation-length"]
+        found.append(EngineFailure(FIRST_START, "speculation_length",
+                                   INVALID_SETTINGS + signature.format(gamma=gamma, length=length, most=length - 1), signature))
+    return found
 
 
 def serves_greedily(variant: Variant, request: dict[str, Any]) -> bool:
