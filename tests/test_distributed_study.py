@@ -6,27 +6,20 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import boto3
 import pytest
 import yaml
-from moto import mock_aws
 
-from benchmark import driver, tuner
-from benchmark.lease import Lease
-from benchmark.telemetry import KubernetesApi
 from components.pairing.benchmark import run_config
-from components.pairing.benchmark_access import tuner_rules
 from components.pairing.vllm_variant import labels, workload_name
 from offline.plan import study_lines
 from offline.stacks import load_stack, run_stack
 from rehearse.kubeapi import allowed
 
-from .fake_kubernetes import TOKEN, FakeKubernetes
 from .fake_vllm import FakeVllm, Speculation
 from .helpers import project_copy
 from .stackconfig_helpers import parse, problem_list
-from .test_benchmark_driver import one_request_runner, quiet_hooks
-from .test_tuner import RefusingMirror
+from .test_benchmark_driver import one_request_runner
+from .test_tuner import Cluster
 
 STACK = "llama3.1-8b-distributed-study"
 TARGET, DRAFT = "meta-llama/Llama-3.1-8B", "meta-llama/Llama-3.2-1B"
@@ -171,7 +164,7 @@ class FakeDraft(FakeVllm):
         self._up = value
 
 
-class DistributedCluster:
+class DistributedCluster(Cluster):
     """A stand-in server per Deployment (the target's answers /health only, as the real one does on
     its server port), the fake API in front, S3 behind the tuner."""
 
@@ -187,37 +180,6 @@ class DistributedCluster:
                 self.fakes[workload_name(v)] = FakeVllm(step_s=0.001)
         self.failing = {name: "distributed.target_server: the Neuron backend could not load the compiled target"
                         for name in failing}
-
-    def __enter__(self):
-        for fake in self.fakes.values():
-            fake.__enter__()
-        endpoints = {v.name: self.fakes[workload_name(v, v.endpoint_server)].url for v in self.spec.variants}
-        self.config = run_config(self.spec, endpoints)
-        servers = [workload_name(v, s) for v in self.spec.tuned_servers for s in v.servers]
-        self.api = FakeKubernetes(self.spec.namespace, tuner_rules(servers), self.fakes,
-                                  {workload_name(v, s): labels(v, s) for v in self.spec.variants for s in v.servers}, self.failing)
-        self.api.__enter__()
-        self.mock = mock_aws()
-        self.mock.start()
-        self.s3 = boto3.client("s3", region_name="us-east-2")
-        self.s3.create_bucket(Bucket="models", CreateBucketConfiguration={"LocationConstraint": "us-east-2"})
-        return self
-
-    def __exit__(self, *exc):
-        self.mock.stop()
-        self.api.__exit__(*exc)
-        for fake in self.fakes.values():
-            fake.__exit__(*exc)
-
-    def run(self, results_dir, llmperf, runner, committed=lambda key: True):
-        hooks = quiet_hooks(runner=runner, poll_s=0, healthy=driver.http_healthy, committed=committed,
-                            upload=RefusingMirror(self.s3, "models", self.spec.results_prefix, results_dir, ()))
-        hooks.uploaded = hooks.upload.exists
-        wiring = tuner.production_tuner(self.config, None, hooks)
-        wiring.scaler = tuner.KubernetesScaler(KubernetesApi(self.api.address, TOKEN), self.spec.namespace)
-        wiring.lease = Lease(wiring.scaler.api, self.spec.namespace, f"{self.config['study']['id']} (pod {results_dir.name})",
-                             duration_s=2, renew_s=0.2, poll_s=0.05)
-        return tuner.run_study(self.config, results_dir, llmperf, hooks, wiring)
 
 
 def test_the_tuner_scales_both_pods_of_a_configuration_beside_the_baseline(tmp_path, llmperf):
@@ -270,7 +232,7 @@ def test_nothing_is_measured_until_the_targets_compiled_set_is_published_too(tmp
         return inner(*args)
 
     with DistributedCluster(spec) as cluster:
-        record = cluster.run(tmp_path / "pod", llmperf, runner, committed)
+        record = cluster.run(tmp_path / "pod", llmperf, runner, committed=committed)
     assert record["status"] == "complete", record["reason"]
     # Asked (and refused) twice before the configuration's first case.
     assert events[:3] == ["target asked"] * 3 and "measured" in events

@@ -49,10 +49,12 @@ class Cluster:
     def __enter__(self):
         for fake in self.fakes.values():
             fake.__enter__()
-        endpoints = {v.name: self.fakes[workload_name(v)].url for v in self.spec.variants}
+        # A Deployment per server of each variant (a vLLM variant's one, a distributed variant's target and draft).
+        endpoints = {v.name: self.fakes[workload_name(v, v.endpoint_server)].url for v in self.spec.variants}
         self.config = run_config(self.spec, endpoints)
-        self.api = FakeKubernetes(self.spec.namespace, tuner_rules([workload_name(v) for v in self.spec.tuned_servers]),
-                                  self.fakes, {workload_name(v): labels(v) for v in self.spec.variants}, self.failing)
+        servers = [workload_name(v, s) for v in self.spec.tuned_servers for s in v.servers]
+        self.api = FakeKubernetes(self.spec.namespace, tuner_rules(servers), self.fakes,
+                                  {workload_name(v, s): labels(v, s) for v in self.spec.variants for s in v.servers}, self.failing)
         self.api.__enter__()
         self.mock = mock_aws()
         self.mock.start()
@@ -66,13 +68,15 @@ class Cluster:
         for fake in self.fakes.values():
             fake.__exit__(*exc)
 
-    def run(self, results_dir: Path, llmperf: Path, runner, refused: tuple[str, ...] = (), study_id: str | None = None):
+    def run(self, results_dir: Path, llmperf: Path, runner, refused: tuple[str, ...] = (), study_id: str | None = None,
+            **hook_changes):
         """One pod of the study: its own (empty) results folder, the stack's S3 prefix; uploads of
         the keys ending in `refused` fail (as S3 would refuse them, every retry). Another
-        `study_id` is another Job's study (`make benchmark`)."""
+        `study_id` is another Job's study (`make benchmark`). `hook_changes` replace the driver's
+        other hooks (e.g. `committed`)."""
         hooks = quiet_hooks(runner=runner, poll_s=0, upload=RefusingMirror(self.s3, "models", self.spec.results_prefix, results_dir,
                                                                            refused),
-                            healthy=driver.http_healthy)
+                            healthy=driver.http_healthy, **hook_changes)
         hooks.uploaded = hooks.upload.exists
         wiring = tuner.production_tuner(self.config, None, hooks)  # outside a cluster: no scaler yet
         wiring.scaler = tuner.KubernetesScaler(KubernetesApi(self.api.address, TOKEN), self.spec.namespace)
