@@ -4,6 +4,8 @@ from __future__ import annotations
 import ast
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from offline.engine import RecordedResource, Recording
@@ -35,6 +37,12 @@ def project_copy(target: Path) -> Path:
         else:
             shutil.copy(source, target / part)
     return target
+
+
+def plan_copy(project: Path, stack: str, out: Path) -> subprocess.CompletedProcess:
+    """`python -m offline.plan` for one stack of a project_copy, as a user runs it: its exit code and output."""
+    return subprocess.run([sys.executable, "-m", "offline.plan", "--stack", stack, "--out", str(out)],
+                          cwd=project, capture_output=True, text=True, timeout=120)
 
 
 def child(recording: Recording, parent: RecordedResource, type_token: str) -> RecordedResource:

@@ -4,8 +4,6 @@ between them and the benchmark pointed at the draft; bad input exits 2 naming th
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import kubernetes_validate
 import pytest
@@ -20,7 +18,7 @@ from stackconfig.model import pack_device_groups
 from stackconfig.source import PROJECT_DIR, load_stack
 
 from .conftest import recorded
-from .helpers import project_copy
+from .helpers import plan_copy, project_copy
 from .stackconfig_helpers import edited, parse, problem_list
 from .test_network_policy import Pod, allowed, rendered_pods, rendered_policies
 
@@ -240,8 +238,7 @@ def test_the_command_line_exits_2_naming_the_key(tmp_path):
     config["config"]["sd-trn2:variants"][2]["numSpeculativeTokens"] = 0
     config["config"]["sd-trn2:capacity"] = {"instanceType": "trn2.3xlarge"}
     path.write_text(yaml.safe_dump(config))
-    result = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", STACK, "--out", str(tmp_path / "out")],
-                            cwd=project, capture_output=True, text=True, timeout=120)
+    result = plan_copy(project, STACK, tmp_path / "out")
     assert result.returncode == 2, result.stderr
     assert "variants[2].numSpeculativeTokens" in result.stderr and "variants[2].placement" in result.stderr
     assert "Traceback" not in result.stderr

@@ -3,9 +3,6 @@ gamma, each configuration a target and a draft pod with the target compiled for 
 speculation length; the tuner scales both pods and measures once both serve."""
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import yaml
 
@@ -16,7 +13,7 @@ from offline.stacks import load_stack, run_stack
 from rehearse.kubeapi import allowed
 
 from .fake_vllm import FakeVllm, Speculation
-from .helpers import project_copy
+from .helpers import plan_copy, project_copy
 from .stackconfig_helpers import parse, problem_list
 from .test_benchmark_driver import one_request_runner
 from .test_tuner import Cluster
@@ -79,8 +76,7 @@ def test_the_command_line_exits_2_naming_the_gamma(tmp_path):
     config = yaml.safe_load(path.read_text())
     config["config"]["sd-trn2:study"]["windows"] = [4, 5]
     path.write_text(yaml.safe_dump(config))
-    result = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", STACK, "--out", str(tmp_path / "out")],
-                            cwd=project, capture_output=True, text=True, timeout=120)
+    result = plan_copy(project, STACK, tmp_path / "out")
     assert result.returncode == 2, result.stderr
     assert "study.windows[1]" in result.stderr and "speculation length 5 - 1" in result.stderr
     assert "Traceback" not in result.stderr

@@ -1,15 +1,13 @@
 """`make plan`: files, determinism, redaction and the exit code on bad config."""
 import gc
 import json
-import subprocess
-import sys
 
 import yaml
 
 from offline import plan
 from stackconfig.source import PROJECT_DIR, STACKS_DIR
 
-from .helpers import project_copy
+from .helpers import plan_copy, project_copy
 
 
 def run_plan(tmp_path, stack):
@@ -62,8 +60,7 @@ def test_bad_stack_file_exits_2_with_every_problem_from_the_command_line(tmp_pat
     config["config"]["sd-trn2:serving"]["devicesPerVariant"] = 3
     config["config"]["sd-trn2:serving"]["maxNumSeqz"] = 4
     (project / "stacks" / "Pulumi.zz-broken-test.yaml").write_text(yaml.safe_dump(config))
-    result = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", "zz-broken-test", "--out", str(tmp_path / "out")],
-                            cwd=project, capture_output=True, text=True, timeout=120)
+    result = plan_copy(project, "zz-broken-test", tmp_path / "out")
     assert result.returncode == 2, result.stderr
     assert "serving.devicesPerVariant" in result.stderr and "serving.maxNumSeqz" in result.stderr
     assert "Traceback" not in result.stderr

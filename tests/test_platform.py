@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import functools
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
@@ -16,7 +14,7 @@ from offline.stacks import load_stack, run_stack
 from stackconfig import ConfigError, PlatformSpec
 
 from .conftest import PLATFORMS, SHARED, recorded
-from .helpers import project_copy
+from .helpers import plan_copy, project_copy
 
 PLATFORM = "organization/sd-trn2/platform"
 # Types only a platform creates.
@@ -158,8 +156,7 @@ def test_a_pod_identity_platform_gives_its_pairings_associations(tmp_path):
     config["config"]["sd-trn2:cluster"] = {"workloadIdentity": "pod-identity"}
     platform_file.write_text(yaml.safe_dump(config))
     stack = "qwen3-32b-qwen3-1.7b-shared"
-    result = subprocess.run([sys.executable, "-m", "offline.plan", "--stack", stack, "--out", str(tmp_path / "plan")],
-                            cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    result = plan_copy(tmp_path, stack, tmp_path / "plan")
     assert result.returncode == 0, result.stderr
     resources = json.loads((tmp_path / "plan" / stack / "resources.json").read_text())
     associations = [r for r in resources if r["type"] == "aws:eks/podIdentityAssociation:PodIdentityAssociation"]
