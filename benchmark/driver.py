@@ -342,9 +342,19 @@ def run_benchmark(config: dict[str, Any], results_dir: Path, run_id: str, genera
     return run
 
 
+def case_level(case: dict[str, Any]) -> str | None:
+    """A recorded case's level folder (run_case records the load only in a sweep); None for a run of one level."""
+    return Level.from_dict(case["load"]).slug if "load" in case else None
+
+
+def at_level(folder: str | None) -> str:
+    """A level's folder as a case's name ends with it (" at concurrency-4"); "" for a run of one level."""
+    return f" at {folder}" if folder else ""
+
+
 def at(case: dict[str, Any]) -> str:
-    """A sweep's case named with its level (" at concurrency-4"); "" for a run of one level."""
-    return f" at {Level.from_dict(case['load']).slug}" if "load" in case else ""
+    """A sweep's recorded case named with its level."""
+    return at_level(case_level(case))
 
 
 def close_record(record: dict[str, Any], hooks: Hooks, path: Path) -> None:

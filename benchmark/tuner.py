@@ -59,7 +59,6 @@ from typing import Any, Callable
 
 from . import driver, lease, telemetry
 from .driver import Hooks
-from .loadgen import Level
 from .proxy import RECORDS_FILE
 from .results import CASE_FILE, STUDY_FILE, TELEMETRY_FILE, case_dir, run_levels, study_run_id
 
@@ -210,11 +209,6 @@ def case_key(repeat: int, variant: str, test_case: str, beside: str | None, leve
     return repeat, variant, test_case, beside, level
 
 
-def recorded_level(case: dict[str, Any]) -> str | None:
-    """The level folder of a recorded case (driver.run_case records the load only in a sweep)."""
-    return Level.from_dict(case["load"]).slug if "load" in case else None
-
-
 def new_record(config: dict, study_id: str) -> dict[str, Any]:
     return {**driver.run_record(config, study_id), "study": {**config["study"], "id": study_id,
                                                               "configuration": config["study"]["id"]},
@@ -261,7 +255,7 @@ class Tuner:
         return case_dir(self.results_dir, study_run_id(self.study_id, repeat, beside), variant, test_case, level)
 
     def in_store(self, case: dict[str, Any]) -> bool:
-        folder = self.case_folder(case["repeat"], case["variant"], case["testCase"], case.get("beside"), recorded_level(case))
+        folder = self.case_folder(case["repeat"], case["variant"], case["testCase"], case.get("beside"), driver.case_level(case))
         return all(self.hooks.uploaded(folder / name) for name in case.get("files") or REQUIRED_FILES)
 
     def set_up(self, names: list[str]) -> None:
@@ -323,7 +317,7 @@ class Tuner:
         self.study_dir.mkdir(parents=True, exist_ok=True)
         self.hooks.save(self.study_dir / STUDY_FILE, record)
         background = ThreadPoolExecutor(max_workers=1, thread_name_prefix="telemetry")
-        done = {case_key(c["repeat"], c["variant"], c["testCase"], c.get("beside"), recorded_level(c)) for c in record["cases"]}
+        done = {case_key(c["repeat"], c["variant"], c["testCase"], c.get("beside"), driver.case_level(c)) for c in record["cases"]}
         design = blocks(self.config["variants"], self.study)
         # Cases recorded before, or never to be measured (a failed server's), count as done as their blocks come.
         progress = driver.Progress(sum(len(b.servers()) for b in design) * len(self.config["testCases"]) * len(run_levels(self.config)),
@@ -389,7 +383,7 @@ class Tuner:
             for name, failure in failures.items():
                 if failure:
                     measured = any(c["variant"] == name for c in record["cases"])
-                    reason = f"stopped serving at repeat {block.repeat}, {test_case}{' at ' + where if where else ''}: {failure}" if measured else failure
+                    reason = f"stopped serving at repeat {block.repeat}, {test_case}{driver.at_level(where)}: {failure}" if measured else failure
                     outcomes[name].update(status="failed", reason=reason)
                     print(f"{name}: failed: {reason}", flush=True)
                     self.hooks.save(self.study_dir / STUDY_FILE, record)
@@ -398,7 +392,7 @@ class Tuner:
                 continue
             use_prompt(self.config["testCases"][test_case])
             beside = block.beside(server)
-            print(f"{progress.next()}: repeat {block.repeat}, {server['name']}" + (f" at {where}" if where else "")
+            print(f"{progress.next()}: repeat {block.repeat}, {server['name']}{driver.at_level(where)}"
                   + (f" (beside {beside})" if beside else ""), flush=True)
             case = driver.run_case(self.config, server, test_case, level, self.results_dir,
                                    study_run_id(self.study_id, block.repeat, beside), self.generator_dir, self.hooks, background)
