@@ -147,7 +147,7 @@ def answer(summary: dict[str, Any]) -> list[str]:
 def load_label(summary: dict[str, Any]) -> str:
     """" at concurrency 8" for one level of a study of several; "" otherwise."""
     level = Level.from_dict(summary["load"]) if summary.get("load") else None
-    return f" at {level.kind} {level.value:g}" if level else ""
+    return f" at {level.label}" if level else ""
 
 
 def levels_of(report: dict[str, Any], summary: dict[str, Any]) -> list[dict[str, Any]]:

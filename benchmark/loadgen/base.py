@@ -30,6 +30,11 @@ class Level:
         """The level's folder in a sweep's results (`concurrency-4`, `rate-0.5`)."""
         return f"{self.kind}-{self.value:g}"
 
+    @property
+    def label(self) -> str:
+        """How reports and the dashboard name the level (`concurrency 4`, `rate 0.5`)."""
+        return f"{self.kind} {self.value:g}"
+
     def as_dict(self) -> dict[str, float]:
         return {self.kind: self.value}
 

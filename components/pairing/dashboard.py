@@ -34,7 +34,7 @@ STUDY_HEADER = (
 def level_labels(spec: StackSpec) -> list[tuple[str | None, str]]:
     """Per load level, its TestCase folder and its label (" at concurrency 4"; none for one level)."""
     loads = spec.benchmark.loads
-    return [(level_folder(loads, level), f" at {level.kind} {level.value:g}" if len(loads) > 1 else "") for level in loads]
+    return [(level_folder(loads, level), f" at {level.label}" if len(loads) > 1 else "") for level in loads]
 
 
 def study_widgets(spec: StackSpec, region: str, top: int) -> list[dict]:
